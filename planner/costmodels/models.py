@@ -1,0 +1,143 @@
+"""Cost-model types: Aladdin's linear models and the bilinear 4-coefficient form.
+
+Both are frozen pydantic models stored as YAML under ``models/`` with field
+names that carry their units, a one-line ``provenance`` and, when fitted, a
+``fit`` summary with held-out error.
+
+Aladdin (FORMULATIONS.md §1.2), one set per (model, GPU type, TP degree g):
+
+* Eq. 1  KV bytes of a request:  ``kv(n) = a_kv·n + b_kv`` for n context tokens
+* Eq. 2  prefill batch time:     ``t_pre = k1·Σ_i I_i + c1``  (independent of batch size)
+* Eq. 3  decode iteration time:  ``t_dec = k2·b + k3·Σ_i (I_i + g_i) + c2``
+
+Bilinear (FORMULATIONS.md §2.3 Eqs. 14–16, §5.2 Eqs. 3–4):
+
+* ``t_p(b, l)   = α_p·b·l + β_p·b + γ_p·l + δ_p``       prefill of b requests of l tokens
+* ``τ_d(b, l_a) = α_d·b·l_a + β_d·b + γ_d·l_a + δ_d``   one decode step at context l_a
+* ``t_d(b, l_i, l_o) = Σ_{k=1}^{l_o} τ_d(b, l_i + k)``
+  ``= l_o·[(α_d·b + γ_d)·l_i + β_d·b + δ_d] + (α_d·b + γ_d)·l_o(l_o+1)/2``
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, PositiveInt
+
+_TIME_SCALE = {"s": 1.0, "ms": 1e-3}
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class PhaseFit(_Frozen):
+    """Fit quality of one phase (prefill, decode or kv)."""
+
+    train_rows: int
+    holdout_rows: int
+    train_mape: float
+    holdout_mape: float | None = None
+    holdout_max_ape: float | None = None
+
+
+class FitSummary(_Frozen):
+    """How the coefficients were obtained: least squares, with error on rows not used for fitting."""
+
+    method: str
+    source: str
+    phases: dict[str, PhaseFit]
+    dropped_rows: int = 0
+    note: str = ""
+
+
+class ValidRange(_Frozen):
+    """Range of the profiling data the fit saw; outside it the model extrapolates."""
+
+    max_batch_size: PositiveInt | None = None
+    max_tokens_per_request: PositiveInt | None = None
+
+
+class AladdinCostModel(_Frozen):
+    """Aladdin's linear performance model for one (model, GPU type, TP degree); times in seconds."""
+
+    kind: Literal["aladdin"] = "aladdin"
+    model: str
+    gpu: str
+    tensor_parallel: PositiveInt
+    prefill_s_per_token: NonNegativeFloat = Field(description="k1 (Eq. 2)")
+    prefill_base_s: NonNegativeFloat = Field(description="c1 (Eq. 2)")
+    decode_s_per_request: NonNegativeFloat = Field(description="k2 (Eq. 3)")
+    decode_s_per_context_token: NonNegativeFloat = Field(description="k3 (Eq. 3)")
+    decode_base_s: NonNegativeFloat = Field(description="c2 (Eq. 3)")
+    kv_bytes_per_token: PositiveFloat = Field(description="a_kv (Eq. 1)")
+    kv_bytes_base: NonNegativeFloat = Field(0.0, description="b_kv (Eq. 1)")
+    valid_range: ValidRange | None = None
+    provenance: str = ""
+    fit: FitSummary | None = None
+
+    def prefill_time(self, total_input_tokens: float) -> float:
+        """Eq. 2: time of one prefill batch holding ``total_input_tokens`` prompt tokens."""
+        return self.prefill_s_per_token * total_input_tokens + self.prefill_base_s
+
+    def decode_time(self, batch_size: float, total_context_tokens: float) -> float:
+        """Eq. 3: one decode iteration of ``batch_size`` requests with this total context."""
+        return (
+            self.decode_s_per_request * batch_size
+            + self.decode_s_per_context_token * total_context_tokens
+            + self.decode_base_s
+        )
+
+    def kv_bytes(self, context_tokens: float) -> float:
+        """Eq. 1: KV bytes of one request holding ``context_tokens`` tokens."""
+        return self.kv_bytes_per_token * context_tokens + self.kv_bytes_base
+
+
+class BilinearCoefficients(_Frozen):
+    """``α·b·l + β·b + γ·l + δ`` (in the model's ``time_unit``)."""
+
+    alpha: NonNegativeFloat
+    beta: NonNegativeFloat
+    gamma: NonNegativeFloat
+    delta: NonNegativeFloat
+
+    def evaluate(self, batch_size: float, length: float) -> float:
+        return self.alpha * batch_size * length + self.beta * batch_size + self.gamma * length + self.delta
+
+
+class BilinearCostModel(_Frozen):
+    """The bilinear latency model of Cheng et al. used by the Huawei papers."""
+
+    kind: Literal["bilinear"] = "bilinear"
+    model: str
+    gpu: str
+    tensor_parallel: PositiveInt
+    time_unit: Literal["s", "ms"] = "ms"
+    prefill: BilinearCoefficients
+    decode: BilinearCoefficients
+    valid_range: ValidRange | None = None
+    provenance: str = ""
+    fit: FitSummary | None = None
+
+    @property
+    def seconds_per_unit(self) -> float:
+        return _TIME_SCALE[self.time_unit]
+
+    def prefill_time_s(self, batch_size: float, input_tokens: float) -> float:
+        """Eq. 14 in seconds."""
+        return self.prefill.evaluate(batch_size, input_tokens) * self.seconds_per_unit
+
+    def decode_step_time_s(self, batch_size: float, context_tokens: float) -> float:
+        """Eq. 15 in seconds: one decode step at accumulated length ``context_tokens``."""
+        return self.decode.evaluate(batch_size, context_tokens) * self.seconds_per_unit
+
+    def decode_time_s(self, batch_size: float, input_tokens: float, output_tokens: float) -> float:
+        """Eq. 16 in seconds, closed form of ``Σ_{k=1}^{l_o} τ_d(b, l_i + k)``."""
+        c = self.decode
+        slope = c.alpha * batch_size + c.gamma
+        per_step = slope * input_tokens + c.beta * batch_size + c.delta
+        total = output_tokens * per_step + slope * output_tokens * (output_tokens + 1) / 2.0
+        return total * self.seconds_per_unit
+
+
+CostModel = Annotated[AladdinCostModel | BilinearCostModel, Field(discriminator="kind")]

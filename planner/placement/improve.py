@@ -1,0 +1,136 @@
+"""Repacking LNS: a matheuristic that removes workers from a feasible placement.
+
+Bin packing with many small items is easy to bound (volume) but hard to pack
+tightly: first-fit and best-fit often end one worker above the bound, and a
+MIP over all N × W pairs spends its time on the root LP.  The neighbourhood
+search below closes that gap with *small* exact solves of the same
+formulation:
+
+1. target = the opened (non-ongoing) worker with the least load;
+2. neighbourhood = the target plus the k − 1 workers with the most slack
+   (ties and later rounds randomised with a seeded generator);
+3. sub-MIP on the requests of those k workers, same constraint families, all
+   k workers open and distinguishable, objective = the target's load
+   (Σ normalised size of the requests left on it), warm-started with the
+   current arrangement;
+4. accept if the target's load fell; when it reaches zero the worker is gone.
+
+It stops at the lower bound (then the plan is proven optimal), when the time
+budget is spent, or after a number of rounds without progress.  Every
+accepted state is a feasible placement of the whole problem, because the
+constraints of a worker involve only its own requests.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from planner.placement.formulation import build_model
+from planner.placement.heuristics import normalised_size
+from planner.placement.problem import PlacementProblem
+from planner.placement.solution import PlacementSolution
+from planner.placement.state import first_new_label
+from planner.solver import SolveOptions, solve
+
+
+def _sub_problem(problem: PlacementProblem, members: np.ndarray, ongoing_ids: set[str]) -> PlacementProblem:
+    reqs = tuple(problem.requests[int(i)] for i in members)
+    ongoing = {rid: st for rid, st in problem.ongoing.items() if rid in ongoing_ids}
+    return PlacementProblem(
+        name=f"{problem.name}:repack",
+        model=problem.model,
+        worker=problem.worker,
+        cost=problem.cost,
+        slos=problem.slos,
+        requests=reqs,
+        ongoing=ongoing,
+        options=problem.options.model_copy(update={"max_workers": None}),
+    )
+
+
+def repack(
+    problem: PlacementProblem,
+    solution: PlacementSolution,
+    *,
+    target_workers: int,
+    time_budget: float = 10.0,
+    neighbourhood: int = 6,
+    sub_time_limit: float = 2.0,
+    max_stall: int = 40,
+    solver: str = "highs",
+    seed: int = 0,
+) -> PlacementSolution:
+    """Improve ``solution`` by emptying workers; stop at ``target_workers`` (a lower bound)."""
+    a = problem.arrays
+    rng = np.random.default_rng(seed)
+    size = normalised_size(a)
+    assignment = solution.as_array().copy()
+    ongoing_labels = set(int(w) for w in a.ongoing_labels)
+    deadline = time.perf_counter() + time_budget
+    stall = 0
+    round_no = 0
+    while time.perf_counter() < deadline and stall < max_stall:
+        labels, counts = np.unique(assignment, return_counts=True)
+        if labels.size <= target_workers:
+            break
+        load = {int(l): float(size[assignment == l].sum()) for l in labels}
+        movable = [int(l) for l in labels if int(l) not in ongoing_labels]
+        if not movable:
+            break
+        # target: least-loaded opened worker (a random one among the 3 lightest after stalls)
+        light = sorted(movable, key=lambda l: (load[l], l))
+        target = light[0] if stall == 0 else light[int(rng.integers(min(3, len(light))))]
+        others = [int(l) for l in labels if int(l) != target]
+        slack = np.array([1.0 - load[l] for l in others]) + rng.uniform(0, 0.05 * (1 + round_no % 5), len(others))
+        k = min(neighbourhood + (stall // 10), len(others) + 1)
+        chosen = [others[j] for j in np.argsort(-slack)[: k - 1]]
+        new_workers = [target] + [l for l in chosen if l not in ongoing_labels]
+        old_workers = [l for l in chosen if l in ongoing_labels]
+        members = np.flatnonzero(np.isin(assignment, [target, *chosen]))
+        sub = _sub_problem(problem, members, {a.request_ids[i] for i in members if not a.is_new[i]})
+        sub_a = sub.arrays
+        base = first_new_label(sub_a)
+        # current arrangement in the sub-problem's labels: candidate u ↔ new_workers[u]
+        relabel = {lab: base + u for u, lab in enumerate(new_workers)}
+        relabel.update({lab: lab for lab in old_workers})
+        current = PlacementSolution.from_array(
+            sub_a.request_ids, np.array([relabel[int(assignment[i])] for i in members]), "current"
+        )
+        pm = build_model(sub, len(new_workers), symmetry_breaking=False)
+        model = pm.model
+        cost = np.zeros(model.num_cols)
+        target_cols = np.flatnonzero(pm.slots.pair_slot == pm.slots.num_ongoing)  # candidate 0 = target
+        cost[pm.assign.start + target_cols] = size[members][pm.slots.pair_request[target_cols]]
+        col_lower = model.col_lower.copy()
+        col_lower[pm.open.start + 1 : pm.open.start + pm.open.size] = 1.0  # the neighbours stay open
+        model = replace(model, cost=cost, col_lower=col_lower, offset=0.0, objective_is_integral=False)
+        start = pm.warm_start(sub, current)
+        if start is not None:
+            start[pm.open.start + 1 : pm.open.start + pm.open.size] = 1.0
+        remaining = min(sub_time_limit, max(deadline - time.perf_counter(), 0.05))
+        out = solve(model, solver, SolveOptions(time_limit=remaining, seed=seed, warm_start=start, mip_rel_gap=1e-4))
+        round_no += 1
+        if out.x is None or out.objective is None:
+            stall += 1
+            continue
+        before = load[target]
+        if out.objective >= before - 1e-9:
+            stall += 1
+            continue
+        chosen_x = pm.assign.values(out.x) > 0.5
+        slots = pm.slots
+        inverse = {base + u: lab for u, lab in enumerate(new_workers)}
+        for col in np.flatnonzero(chosen_x):
+            sub_req = int(slots.pair_request[col])
+            label = int(slots.labels[slots.pair_slot[col]])
+            assignment[members[sub_req]] = inverse.get(label, label)
+        stall = 0
+    # compact labels of opened workers in order of first use
+    base = first_new_label(a)
+    used = sorted({int(w) for w in assignment[a.is_new] if int(w) >= base})
+    relabel = {old: base + k for k, old in enumerate(used)}
+    assignment = np.array([relabel.get(int(w), int(w)) for w in assignment])
+    return PlacementSolution.from_array(a.request_ids, assignment, f"{solution.method}+repack", solution.gpus_per_worker)

@@ -1,0 +1,176 @@
+"""HiGHS backend (highspy, in process, no license): the default solver."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from planner.solver.model import LinearModel
+from planner.solver.outcome import ProgressEvent, SolveOptions, SolverOutcome, SolveStatus
+
+# HiGHS sizes its global thread pool on first use; later `threads` values are
+# ignored for the rest of the process.  Remember the first value to say so.
+_THREADS_IN_EFFECT: int | None = None
+_FEASIBILITY_TOLERANCE = 1e-8
+
+
+def _to_highs_lp(model: LinearModel):
+    import highspy
+
+    lp = highspy.HighsLp()
+    lp.num_col_ = model.num_cols
+    lp.num_row_ = model.num_rows
+    lp.col_cost_ = model.cost
+    lp.col_lower_ = model.col_lower
+    lp.col_upper_ = model.col_upper
+    lp.row_lower_ = model.row_lower
+    lp.row_upper_ = model.row_upper
+    lp.offset_ = model.offset
+    lp.sense_ = highspy.ObjSense.kMaximize if model.sense == "max" else highspy.ObjSense.kMinimize
+    csr = model.matrix
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+    lp.a_matrix_.num_col_ = model.num_cols
+    lp.a_matrix_.num_row_ = model.num_rows
+    lp.a_matrix_.start_ = csr.indptr.astype(np.int32)
+    lp.a_matrix_.index_ = csr.indices.astype(np.int32)
+    lp.a_matrix_.value_ = csr.data.astype(float)
+    if model.integrality.any():
+        lp.integrality_ = [
+            highspy.HighsVarType.kInteger if flag else highspy.HighsVarType.kContinuous for flag in model.integrality
+        ]
+    return lp
+
+
+def new_highs(options: SolveOptions):
+    """A configured ``highspy.Highs`` (silent unless verbose)."""
+    global _THREADS_IN_EFFECT
+    import highspy
+
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", True)
+    h.setOptionValue("log_to_console", bool(options.verbose))
+    h.setOptionValue("random_seed", int(options.seed))
+    h.setOptionValue("mip_feasibility_tolerance", _FEASIBILITY_TOLERANCE)
+    h.setOptionValue("primal_feasibility_tolerance", _FEASIBILITY_TOLERANCE)
+    if options.threads is not None and _THREADS_IN_EFFECT is None:
+        h.setOptionValue("threads", int(options.threads))
+        _THREADS_IN_EFFECT = int(options.threads)
+    if options.time_limit is not None:
+        h.setOptionValue("time_limit", float(max(options.time_limit, 0.0)))
+    h.setOptionValue("mip_rel_gap", float(options.mip_rel_gap))
+    if options.node_limit is not None:
+        h.setOptionValue("mip_max_nodes", int(options.node_limit))
+    return h
+
+
+def solve_highs(model: LinearModel, options: SolveOptions) -> SolverOutcome:
+    import highspy
+
+    notes: list[str] = []
+    if options.threads is not None and _THREADS_IN_EFFECT not in (None, options.threads):
+        notes.append(f"HiGHS threads stay at {_THREADS_IN_EFFECT} (set once per process)")
+    h = new_highs(options)
+    abs_gap = options.mip_abs_gap
+    if abs_gap is None and model.objective_is_integral:
+        abs_gap = 1.0 - 1e-6  # an integral objective is optimal once incumbent − bound < 1
+    if abs_gap is not None:
+        h.setOptionValue("mip_abs_gap", float(abs_gap))
+    start = time.perf_counter()
+    status = h.passModel(_to_highs_lp(model))
+    if status == highspy.HighsStatus.kError:
+        return SolverOutcome(SolveStatus.ERROR, "highs", None, None, None, 0.0, "HiGHS rejected the model")
+
+    warm_ok = None
+    if options.warm_start is not None and model.integrality.any():
+        sol = highspy.HighsSolution()
+        sol.col_value = np.asarray(options.warm_start, float).tolist()
+        sol.value_valid = True
+        warm_ok = h.setSolution(sol) != highspy.HighsStatus.kError
+
+    is_mip = bool(model.integrality.any())
+    if options.progress is not None and is_mip:
+        last = [0.0]
+
+        def _report(event) -> None:
+            out = event.data_out
+            now = time.perf_counter() - start
+            if event.callback_type == highspy.cb.HighsCallbackType.kCallbackMipInterrupt and now - last[0] < 0.25:
+                return
+            last[0] = now
+            inc = out.mip_primal_bound if np.isfinite(out.mip_primal_bound) else None
+            bnd = out.mip_dual_bound if np.isfinite(out.mip_dual_bound) else None
+            options.progress(ProgressEvent(now, inc, bnd))
+
+        h.cbMipImprovingSolution.subscribe(_report)
+        h.cbMipInterrupt.subscribe(_report)
+
+    h.run()
+    seconds = time.perf_counter() - start
+    return _outcome(h, model, seconds, warm_ok, notes)
+
+
+def _outcome(h, model: LinearModel, seconds: float, warm_ok, notes: list[str]) -> SolverOutcome:
+    import highspy
+
+    ms = h.getModelStatus()
+    info = h.getInfo()
+    is_mip = bool(model.integrality.any())
+    has_primal = info.primal_solution_status == 2  # kSolutionStatusFeasible
+    x = np.array(h.getSolution().col_value, dtype=float) if has_primal else None
+    objective = float(info.objective_function_value) if has_primal else None
+    if is_mip:
+        bound = float(info.mip_dual_bound)
+        bound = bound if np.isfinite(bound) else None
+    else:
+        bound = objective if ms == highspy.HighsModelStatus.kOptimal else None
+    node_count = int(info.mip_node_count) if is_mip else None
+    S = highspy.HighsModelStatus
+    if ms == S.kOptimal:
+        status = SolveStatus.OPTIMAL
+        if bound is None:
+            bound = objective
+    elif ms == S.kInfeasible:
+        status, x, objective = SolveStatus.INFEASIBLE, None, None
+    elif ms in (S.kUnbounded,):
+        status = SolveStatus.UNBOUNDED
+    elif ms == S.kUnboundedOrInfeasible:
+        status, x, objective = SolveStatus.INFEASIBLE, None, None
+        notes.append("HiGHS reports 'unbounded or infeasible'")
+    elif ms in (S.kTimeLimit, S.kInterrupt, S.kSolutionLimit, S.kIterationLimit, S.kObjectiveBound, S.kObjectiveTarget, S.kHighsInterrupt):
+        status = SolveStatus.FEASIBLE if has_primal else SolveStatus.NO_SOLUTION
+        notes.append(f"stopped: {h.modelStatusToString(ms)}")
+    elif ms == S.kModelEmpty:
+        status, x, objective = SolveStatus.OPTIMAL, np.zeros(0), model.offset
+        bound = objective
+    else:
+        status = SolveStatus.FEASIBLE if has_primal else SolveStatus.ERROR
+        notes.append(f"HiGHS status: {h.modelStatusToString(ms)}")
+    return SolverOutcome(
+        status=status,
+        solver="highs",
+        objective=objective,
+        bound=bound,
+        x=x,
+        seconds=seconds,
+        message="; ".join(notes),
+        node_count=node_count,
+        warm_start_accepted=warm_ok,
+    )
+
+
+def lp_relaxation_iis_rows(model: LinearModel) -> list[int] | None:
+    """Rows of an IIS of the LP relaxation, or None when HiGHS finds none (e.g. the relaxation is feasible)."""
+    import highspy
+
+    h = new_highs(SolveOptions())
+    relaxed = LinearModel(**{**model.__dict__, "integrality": np.zeros_like(model.integrality)})
+    h.passModel(_to_highs_lp(relaxed))
+    h.run()
+    if h.getModelStatus() != highspy.HighsModelStatus.kInfeasible:
+        return None
+    status, iis = h.getIis()
+    if status == highspy.HighsStatus.kError:
+        return None
+    rows = list(getattr(iis, "row_index_", []))
+    return [int(r) for r in rows] or None

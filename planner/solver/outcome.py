@@ -1,0 +1,73 @@
+"""What a backend returns, and the options every backend understands."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+
+import numpy as np
+
+
+class SolveStatus(str, Enum):
+    """Outcome of a solve (MIP, LP or heuristic)."""
+
+    OPTIMAL = "optimal"  # proven optimal (within the solver's gap tolerance)
+    FEASIBLE = "feasible"  # a solution, optimality not proven (time limit, heuristic)
+    INFEASIBLE = "infeasible"  # proven: no solution exists
+    NO_SOLUTION = "no_solution"  # stopped (time limit) before any solution was found
+    UNBOUNDED = "unbounded"
+    ERROR = "error"  # the solver could not run (license, size limit, internal error)
+
+    @property
+    def has_solution(self) -> bool:
+        return self in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    """Incumbent and bound during a MIP solve (objective units of the model)."""
+
+    seconds: float
+    incumbent: float | None
+    bound: float | None
+
+
+@dataclass(frozen=True)
+class SolveOptions:
+    time_limit: float | None = None
+    threads: int | None = None
+    mip_rel_gap: float = 1e-6
+    mip_abs_gap: float | None = None  # None: derived from objective integrality
+    seed: int = 0
+    warm_start: np.ndarray | None = None
+    progress: Callable[[ProgressEvent], None] | None = None
+    verbose: bool = False
+    node_limit: int | None = None
+
+
+@dataclass(frozen=True)
+class SolverOutcome:
+    """Raw result of one backend call, before a family turns it into a Solution."""
+
+    status: SolveStatus
+    solver: str
+    objective: float | None
+    bound: float | None
+    x: np.ndarray | None
+    seconds: float
+    message: str = ""
+    node_count: int | None = None
+    warm_start_accepted: bool | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def gap(self) -> float | None:
+        return relative_gap(self.objective, self.bound)
+
+
+def relative_gap(objective: float | None, bound: float | None) -> float | None:
+    """``|objective − bound| / max(|objective|, 1e-10)``, the convention of HiGHS and Gurobi."""
+    if objective is None or bound is None or not np.isfinite(bound) or not np.isfinite(objective):
+        return None
+    return abs(objective - bound) / max(abs(objective), 1e-10)
