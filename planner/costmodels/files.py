@@ -51,7 +51,7 @@ def save_cost_model(model: AladdinCostModel | BilinearCostModel, path: Path | st
     path.parent.mkdir(parents=True, exist_ok=True)
     data = model.model_dump(mode="json", exclude_none=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(yaml.safe_dump(data, sort_keys=False, width=200))
+    tmp.write_text(yaml.safe_dump(data, sort_keys=False, width=200, allow_unicode=True))
     tmp.replace(path)  # atomic: a crash never leaves a half-written model file
     return path
 

@@ -204,15 +204,19 @@ def fit_bilinear(
 
 def fit_groups(
     profile: pd.DataFrame, kind: str, *, source: str, seed: int = 0, dropped_rows: int = 0
-) -> list[AladdinCostModel | BilinearCostModel]:
-    """Fit one model per (model, gpu, tensor_parallel) group found in the profile."""
+) -> tuple[list[AladdinCostModel | BilinearCostModel], list[str]]:
+    """Fit one model per (model, gpu, tensor_parallel) group: (fitted models, reasons for skipped groups)."""
+    if kind not in ("aladdin", "bilinear"):
+        raise PlannerError(f"unknown cost-model kind {kind!r} (expected aladdin or bilinear)")
     fitted: list[AladdinCostModel | BilinearCostModel] = []
+    skipped: list[str] = []
     for (model_name, gpu_name, tp), rows in profile.groupby(["model", "gpu", "tensor_parallel"], sort=True):
         group_source = f"{source} [model={model_name}, gpu={gpu_name}, tp={tp}]"
-        if kind == "aladdin":
-            fitted.append(fit_aladdin(rows, source=group_source, seed=seed, dropped_rows=dropped_rows))
-        elif kind == "bilinear":
-            fitted.append(fit_bilinear(rows, source=group_source, seed=seed, dropped_rows=dropped_rows))
-        else:
-            raise PlannerError(f"unknown cost-model kind {kind!r} (expected aladdin or bilinear)")
-    return fitted
+        try:
+            if kind == "aladdin":
+                fitted.append(fit_aladdin(rows, source=group_source, seed=seed, dropped_rows=dropped_rows))
+            else:
+                fitted.append(fit_bilinear(rows, source=group_source, seed=seed, dropped_rows=dropped_rows))
+        except PlannerError as exc:
+            skipped.append(f"{kind} {model_name} on {gpu_name} tp{tp}: skipped ({exc})")
+    return fitted, skipped

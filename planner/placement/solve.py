@@ -26,6 +26,8 @@ from planner.placement.validator import validate_placement
 from planner.solver import ProgressEvent, SolveOptions, SolveStatus, diagnose_infeasibility, solve
 
 FAMILY = "placement"
+#: Request–worker pairs above which the repacking LNS runs before the MIP.
+REPACK_MIN_PAIRS = 20_000
 
 
 def _infeasible_result(method: str, solver: str, message: str, seconds: float) -> Result[PlacementSolution]:
@@ -69,12 +71,15 @@ def solve_placement(
     open_link: bool = True,
     diagnose: bool = True,
     repack_seconds: float | None = None,
+    phase: Callable[[str], None] | None = None,
 ) -> Result[PlacementSolution]:
     """Solve the placement MIP to proven optimality (or to the time limit).
 
-    Between the heuristics and the MIP, the repacking LNS (`improve.repack`)
-    tries to reach the lower bound for up to ``repack_seconds`` (default: half
-    the time limit, at most 30 s); its plan is the MIP's warm start.
+    Between the heuristics and the MIP, on large models (more than
+    ``REPACK_MIN_PAIRS`` request–worker pairs, where the MIP's root LP alone is
+    slow), the repacking LNS (`improve.repack`) tries to reach the lower bound
+    for up to ``repack_seconds`` (default: half the time limit, at most 30 s);
+    its plan is the MIP's warm start.  Small models go straight to the MIP.
     """
     t0 = time.perf_counter()
     arrays = problem.arrays
@@ -82,6 +87,8 @@ def solve_placement(
     if problems:
         more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
         return _infeasible_result("mip", solver, problems[0] + more, time.perf_counter() - t0)
+    say = phase or (lambda text: None)
+    say("lower bound and heuristics")
     lb = lower_bound(arrays)
     K = arrays.num_ongoing_workers
     incumbent: Result[PlacementSolution] | None = None
@@ -90,11 +97,15 @@ def solve_placement(
         if res.solution is not None and res.validation and res.validation.feasible:
             if incumbent is None or res.objective < incumbent.objective:  # type: ignore[operator]
                 incumbent = res
-    if incumbent is not None and incumbent.objective > lb.value:  # type: ignore[operator]
+    pairs = len(arrays.new_indices) * (
+        K + (int(incumbent.objective) - K if incumbent else len(arrays.new_indices))  # type: ignore[arg-type]
+    )
+    if incumbent is not None and incumbent.objective > lb.value and pairs > REPACK_MIN_PAIRS:  # type: ignore[operator]
         budget = repack_seconds
         if budget is None:
             budget = 30.0 if time_limit is None else min(30.0, 0.5 * time_limit)
         if budget > 0:
+            say(f"repacking (LNS): {int(incumbent.objective)} workers, bound {lb.value}")  # type: ignore[arg-type]
             improved = repack(
                 problem, incumbent.solution, target_workers=lb.value, time_budget=budget,  # type: ignore[arg-type]
                 solver=solver if solver == "highs" else "highs", seed=seed,
@@ -121,6 +132,7 @@ def solve_placement(
         candidates = int(incumbent.objective) - K if incumbent else len(arrays.new_indices)
     heuristic_seconds = time.perf_counter() - t0
 
+    say("building the MIP")
     b0 = time.perf_counter()
     pm = build_model(problem, candidates, lower_bound=lb.value, open_link=open_link)
     build_seconds = time.perf_counter() - b0
@@ -128,6 +140,7 @@ def solve_placement(
     if warm_start and incumbent is not None:
         start = pm.warm_start(problem, incumbent.solution)  # type: ignore[arg-type]
     remaining = None if time_limit is None else max(time_limit - (time.perf_counter() - t0), 0.0)
+    say(f"MIP ({solver})")
     outcome = solve(
         pm.model,
         solver,
@@ -202,6 +215,7 @@ def compare_placement(
     seed: int = 0,
     methods: tuple[str, ...] | None = None,
     progress: Callable[[ProgressEvent], None] | None = None,
+    phase: Callable[[str], None] | None = None,
 ) -> tuple[list[Result[PlacementSolution]], Result[PlacementSolution]]:
     """Every heuristic and the MIP on one instance: (heuristic results, MIP result)."""
     arrays = problem.arrays
@@ -212,6 +226,6 @@ def compare_placement(
     names = methods or tuple(HEURISTICS)
     heuristics = [run_heuristic(problem, name, seed=seed, bound=lb) for name in names]
     mip = solve_placement(
-        problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed, progress=progress
+        problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed, progress=progress, phase=phase
     )
     return heuristics, mip

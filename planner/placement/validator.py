@@ -59,6 +59,7 @@ def validate_placement(problem: PlacementProblem, solution: PlacementSolution) -
                                         f"ongoing request {r.request_id} moved from worker {state.worker} to {workers[k]}"))
 
     used = sorted(set(int(w) for w in workers))
+    per_worker: list[dict] = []
     if opts.max_workers is not None and len(used) > opts.max_workers:
         violations.append(Violation("max_workers", "plan", len(used), opts.max_workers,
                                     f"plan uses {len(used)} workers, more than max_workers={opts.max_workers}"))
@@ -112,9 +113,22 @@ def validate_placement(problem: PlacementProblem, solution: PlacementSolution) -
         live = t[None, :] <= remaining[:, None]
         kv = ((cost.kv_bytes_per_token * (start_tokens[:, None] + t[None, :] - 1) + cost.kv_bytes_base) * live).sum(axis=0)
         worst = int(np.argmax(kv))
+        per_worker.append(
+            {
+                "worker": w,
+                "requests": len(members),
+                "new": len(new),
+                "decode_iteration_s": iteration,
+                "atgt_slo_s": atgt,
+                "prefill_s": (cost.prefill_s_per_token * sum(reqs[k].input_tokens for k in new) + cost.prefill_base_s)
+                if (colocated and new) else None,
+                "kv_peak_fraction": float(kv[worst] / kv_capacity_bytes),
+                "kv_peak_iteration": worst + 1,
+            }
+        )
         if kv[worst] > kv_capacity_bytes * (1 + REL_TOL):
             violations.append(Violation("kv_capacity", f"worker {w}, iteration {worst + 1}", float(kv[worst]), kv_capacity_bytes,
                                         f"worker {w}: KV {kv[worst] / 1e9:.3f} GB at iteration {worst + 1} exceeds "
                                         f"{kv_capacity_bytes / 1e9:.3f} GB"))
 
-    return ValidationReport(not violations, float(len(used)), tuple(violations), {"workers": used})
+    return ValidationReport(not violations, float(len(used)), tuple(violations), {"per_worker": per_worker})

@@ -236,6 +236,6 @@ def save_length_distribution(dist: LengthDistribution, path: Path | str) -> Path
     data["bins"][-1]["probability"] = round(data["bins"][-1]["probability"] + (1 - total), 8)
     header = f"# Request-length distribution '{dist.name}', derived by `planner workload derive` from: {dist.source}\n"
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(header + yaml.safe_dump(data, sort_keys=False, width=200, default_flow_style=None))
+    tmp.write_text(header + yaml.safe_dump(data, sort_keys=False, width=200, default_flow_style=None, allow_unicode=True))
     tmp.replace(path)
     return path

@@ -1,0 +1,135 @@
+"""Shared CLI pieces: consoles, one-line errors, JSON output, progress display."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
+
+from planner.errors import PlannerError
+from planner.solver import ProgressEvent
+
+out = Console(highlight=False, soft_wrap=True)
+if not out.is_terminal:  # pipes and files: wide enough that tables never truncate names
+    out = Console(highlight=False, soft_wrap=True, width=160)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def fail(message: str, code: int = 2) -> None:
+    """Print one error line and exit."""
+    err.print(f"[bold red]error:[/bold red] {message}", markup=True)
+    raise typer.Exit(code)
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        try:
+            return _clean(value.item())
+        except (TypeError, ValueError):
+            return value
+    return value
+
+
+def to_json(data: Any) -> str:
+    return json.dumps(_clean(data), indent=2, default=str)
+
+
+def write_output(path: Path | None, text: str, force: bool) -> None:
+    """Write ``text`` to ``path`` atomically; never overwrite an existing file without ``force``."""
+    if path is None:
+        return
+    if path.exists() and not force:
+        raise PlannerError(f"{path}: already exists; pass --force to overwrite it")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def fmt(value: float | None, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if float(value).is_integer():
+        return f"{int(value)}"
+    return f"{value:.{digits}g}"
+
+
+def fmt_gap(gap: float | None) -> str:
+    return "-" if gap is None else f"{100 * gap:.2f}%"
+
+
+class SolveProgress:
+    """Shows phase, incumbent and bound on stderr once a solve has run for more than a second."""
+
+    def __init__(self, enabled: bool = True, unit: str = "") -> None:
+        self.enabled = enabled and err.is_terminal
+        self.unit = unit
+        self.start = time.perf_counter()
+        self.phase_text = "starting"
+        self.incumbent: float | None = None
+        self.bound: float | None = None
+        self.live: Live | None = None
+
+    def _render(self) -> Text:
+        elapsed = time.perf_counter() - self.start
+        parts = [f"{self.phase_text}", f"{elapsed:5.1f}s"]
+        if self.incumbent is not None:
+            parts.append(f"incumbent {fmt(self.incumbent)}{self.unit}")
+        if self.bound is not None:
+            parts.append(f"bound {fmt(self.bound)}{self.unit}")
+        return Text(" | ".join(parts), style="cyan")
+
+    def _refresh(self) -> None:
+        if not self.enabled:
+            return
+        if self.live is None and time.perf_counter() - self.start >= 1.0:
+            self.live = Live(self._render(), console=err, transient=True, refresh_per_second=4)
+            self.live.start()
+        if self.live is not None:
+            self.live.update(self._render())
+
+    def phase(self, text: str) -> None:
+        self.phase_text = text
+        self._refresh()
+
+    def __call__(self, event: ProgressEvent) -> None:
+        self.phase_text = "MIP"
+        if event.incumbent is not None:
+            self.incumbent = event.incumbent
+        if event.bound is not None:
+            self.bound = math.ceil(event.bound - 1e-6) if self.unit == " workers" else event.bound
+        self._refresh()
+
+    def close(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+    def __enter__(self) -> "SolveProgress":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def debug_enabled() -> bool:
+    return os.environ.get("PLANNER_DEBUG", "") not in ("", "0")
+
+
+def stdout_is_pipe() -> bool:
+    return not sys.stdout.isatty()

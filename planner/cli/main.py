@@ -1,0 +1,81 @@
+"""Entry point of the `planner` command.
+
+Every `PlannerError` (bad input, infeasible request, unavailable solver)
+reaches the user as one line on stderr and exit code 2; a traceback is shown
+only with ``PLANNER_DEBUG=1``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from planner import __version__
+from planner.cli import fit as fit_cli
+from planner.cli import placement as placement_cli
+from planner.cli import workload as workload_cli
+from planner.cli.common import debug_enabled, err
+
+app = typer.Typer(
+    name="planner",
+    help="Offline planning of LLM inference serving with exact optimization and certified bounds.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+solve_app = typer.Typer(help="Solve a planning problem to proven optimality (or report the gap).", no_args_is_help=True)
+compare_app = typer.Typer(help="Compare every heuristic of a family against the exact optimum.", no_args_is_help=True)
+generate_app = typer.Typer(help="Generate problem instances from real-trace length distributions.", no_args_is_help=True)
+
+app.add_typer(solve_app, name="solve")
+app.add_typer(compare_app, name="compare")
+app.add_typer(generate_app, name="generate")
+app.add_typer(workload_cli.app, name="workload")
+
+solve_app.command("placement")(placement_cli.solve_placement_cmd)
+compare_app.command("placement")(placement_cli.compare_placement_cmd)
+generate_app.command("placement")(placement_cli.generate_placement_cmd)
+app.command("worker-config")(placement_cli.worker_config_cmd)
+app.command("fit")(fit_cli.fit_cmd)
+
+
+@app.command("version")
+def version_cmd() -> None:
+    """Print the version."""
+    print(__version__)
+
+
+def main() -> None:
+    from planner.errors import PlannerError
+
+    try:
+        app(standalone_mode=False)
+    except PlannerError as exc:
+        err.print(f"[bold red]error:[/bold red] {exc}", markup=True, highlight=False)
+        if debug_enabled():
+            raise
+        sys.exit(2)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        err.print("aborted")
+        sys.exit(130)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+    except Exception as exc:  # click usage errors and bugs: still one line
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        if debug_enabled():
+            raise
+        err.print(f"[bold red]internal error:[/bold red] {type(exc).__name__}: {exc} (rerun with PLANNER_DEBUG=1 for a traceback)",
+                  markup=True, highlight=False)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

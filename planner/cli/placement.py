@@ -1,0 +1,285 @@
+"""CLI of the placement family: solve, compare, generate, worker-config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from planner.catalog import find_gpu, find_model
+from planner.cli.common import SolveProgress, err, fmt, fmt_gap, out, to_json, write_output
+from planner.core.result import Result
+from planner.core.types import SLOClass, SLOSet, WorkerConfig
+from planner.costmodels.files import cost_model_filename, default_models_dir, load_cost_model
+from planner.costmodels.models import AladdinCostModel
+from planner.errors import PlannerError
+from planner.placement.generator import generate_placement_problem
+from planner.placement.instance import load_placement_instance, save_placement_instance
+from planner.placement.problem import PlacementOptions
+from planner.placement.solve import compare_placement, solve_placement
+from planner.placement.worker_config import worker_configurations
+from planner.solver import check_solver_name
+from planner.workloads.streams import find_distribution
+
+SOLVER_HELP = "MIP solver: highs (default, no license) or gurobi (size-limited pip license)"
+
+
+def _summary_table(result: Result, title: str) -> Table:
+    t = Table(title=title, show_header=False, title_justify="left")
+    t.add_column("", style="bold")
+    t.add_column("")
+    sol = result.solution
+    t.add_row("status", result.status.value)
+    t.add_row("workers", fmt(result.objective))
+    if sol is not None:
+        t.add_row("GPUs", f"{sol.gpus_used} ({sol.gpus_per_worker} per worker)")
+    t.add_row("lower bound", f"{fmt(result.bound)}  ({result.bound_source})" if result.bound is not None else "-")
+    t.add_row("gap", fmt_gap(result.gap))
+    t.add_row("solver", result.solver)
+    t.add_row("time", f"{result.solve_seconds:.2f} s (model build {result.build_seconds:.2f} s)")
+    if result.stats:
+        s = result.stats
+        if "variables" in s:
+            t.add_row("model", f"{s['variables']} variables ({s['integer_variables']} integer), "
+                               f"{s['constraints']} rows, {s['nonzeros']} nonzeros")
+        if s.get("warm_start"):
+            t.add_row("warm start", f"{s['warm_start']} (accepted: {s.get('warm_start_accepted')})")
+    if result.validation is not None:
+        t.add_row("validator", "valid, objective recomputed = " + fmt(result.validation.objective)
+                  if result.validation.feasible else result.validation.summary())
+    if result.message:
+        t.add_row("note", result.message)
+    return t
+
+
+def _worker_table(result: Result, limit: int = 20) -> Table | None:
+    if result.validation is None or not result.validation.details.get("per_worker"):
+        return None
+    rows = result.validation.details["per_worker"]
+    t = Table(title=f"Workers (independent validator; first {min(limit, len(rows))} of {len(rows)})", title_justify="left")
+    for col in ("worker", "requests", "new", "decode iter (s)", "ATGT SLO (s)", "prefill (s)", "KV peak"):
+        t.add_column(col, justify="right")
+    for r in rows[:limit]:
+        t.add_row(
+            str(r["worker"]), str(r["requests"]), str(r["new"]), f"{r['decode_iteration_s']:.4f}",
+            f"{r['atgt_slo_s']:.4f}", "-" if r["prefill_s"] is None else f"{r['prefill_s']:.3f}",
+            f"{100 * r['kv_peak_fraction']:.1f}%",
+        )
+    return t
+
+
+def solve_placement_cmd(
+    instance: Path = typer.Argument(..., help="placement scenario YAML"),
+    solver: str = typer.Option("highs", help=SOLVER_HELP),
+    time_limit: float = typer.Option(None, "--time-limit", help="seconds; returns the incumbent and bound when hit"),
+    threads: int = typer.Option(None, help="solver threads (HiGHS: fixed for the process after the first solve)"),
+    seed: int = typer.Option(0, help="random seed (solver, LNS and randomised heuristics)"),
+    json_out: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
+    output: Path = typer.Option(None, "--out", help="also write the JSON result to this file"),
+    force: bool = typer.Option(False, help="overwrite --out if it exists"),
+    verbose: bool = typer.Option(False, help="show the solver log"),
+) -> None:
+    """Solve the Aladdin placement MIP of one heartbeat to proven optimality."""
+    check_solver_name(solver)
+    if time_limit is not None and time_limit <= 0:
+        raise PlannerError(f"--time-limit must be positive, got {time_limit}")
+    problem = load_placement_instance(instance)
+    with SolveProgress(enabled=not verbose, unit=" workers") as progress:
+        result = solve_placement(
+            problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed,
+            verbose=verbose, progress=progress, phase=progress.phase,
+        )
+    payload = {"instance": str(instance), "name": problem.name, **result.to_dict()}
+    text = to_json(payload)
+    write_output(output, text, force)
+    if json_out:
+        print(text)
+        return
+    out.print(_summary_table(result, f"Placement: {problem.name}"))
+    table = _worker_table(result)
+    if table is not None:
+        out.print(table)
+
+
+def compare_placement_cmd(
+    instance: Path = typer.Argument(..., help="placement scenario YAML"),
+    solver: str = typer.Option("highs", help=SOLVER_HELP),
+    time_limit: float = typer.Option(None, "--time-limit", help="seconds for the MIP"),
+    threads: int = typer.Option(None),
+    seed: int = typer.Option(0),
+    json_out: bool = typer.Option(False, "--json"),
+    output: Path = typer.Option(None, "--out", help="also write the JSON comparison to this file"),
+    force: bool = typer.Option(False),
+) -> None:
+    """Every heuristic against the MIP optimum: workers, lower bound, gap to optimum, time."""
+    check_solver_name(solver)
+    problem = load_placement_instance(instance)
+    with SolveProgress(unit=" workers") as progress:
+        heuristics, mip = compare_placement(
+            problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed,
+            progress=progress, phase=progress.phase,
+        )
+    best_bound = mip.bound
+    optimum = mip.objective if mip.proven_optimal else None
+    rows = []
+    for r in [*heuristics, mip]:
+        gap_opt = None
+        if optimum is not None and r.objective is not None:
+            gap_opt = (r.objective - optimum) / optimum
+        rows.append(
+            {
+                "method": r.method,
+                "status": r.status.value,
+                "workers": r.objective,
+                "gpus": r.solution.gpus_used if r.solution else None,
+                "lower_bound": r.bound,
+                "bound_source": r.bound_source,
+                "gap_to_bound": None if r.objective is None or best_bound is None else (r.objective - best_bound) / r.objective,
+                "gap_to_optimum": gap_opt,
+                "seconds": r.solve_seconds,
+                "valid": r.validation.feasible if r.validation else None,
+                "message": r.message,
+            }
+        )
+    payload = {"instance": str(instance), "name": problem.name, "optimum": optimum, "best_bound": best_bound, "methods": rows,
+               "mip": mip.to_dict()}
+    text = to_json(payload)
+    write_output(output, text, force)
+    if json_out:
+        print(text)
+        return
+    t = Table(title=f"Placement heuristics vs optimum: {problem.name}", title_justify="left")
+    for col in ("method", "workers", "GPUs", "lower bound", "gap to optimum", "time (s)", "valid", "status"):
+        t.add_column(col, justify="right" if col not in ("method", "status") else "left")
+    for row in rows:
+        t.add_row(
+            row["method"], fmt(row["workers"]), fmt(row["gpus"]), fmt(row["lower_bound"]),
+            fmt_gap(row["gap_to_optimum"]) if optimum is not None else f"≤{fmt_gap(row['gap_to_bound'])} (to bound)",
+            f"{row['seconds']:.3f}", "-" if row["valid"] is None else ("yes" if row["valid"] else "NO"), row["status"],
+        )
+    out.print(t)
+    if optimum is not None:
+        out.print(f"MIP optimum: {fmt(optimum)} workers (proven with {mip.solver}).")
+    else:
+        out.print(f"MIP: {mip.status.value}, best plan {fmt(mip.objective)} workers; no placement can use fewer than "
+                  f"{fmt(best_bound)} ({mip.bound_source}). {mip.message}")
+    for r in heuristics:
+        if r.solution is None:
+            err.print(f"{r.method}: {r.message}")
+
+
+def generate_placement_cmd(
+    output: Path = typer.Argument(..., help="scenario YAML to write (a CSV with the same stem is written beside it)"),
+    workload: str = typer.Option("sharegpt", help="length distribution name (models/workloads/) or YAML path"),
+    model: str = typer.Option("Llama-2-70B", help="model name from the catalog"),
+    gpu: str = typer.Option("A100-80GB-SXM", help="GPU type from the catalog"),
+    tensor_parallel: int = typer.Option(2, "--tp", help="GPUs per worker"),
+    cost_model: Path = typer.Option(None, help="Aladdin cost-model file (default: models/aladdin/<model>__<gpu>__tp<g>.yaml)"),
+    requests: int = typer.Option(40, help="new requests in the heartbeat"),
+    ongoing: int = typer.Option(0, help="ongoing requests already decoding"),
+    ttft: float = typer.Option(1.6, help="TTFT SLO (s)"),
+    atgt: float = typer.Option(0.075, help="ATGT SLO (s/token)"),
+    mode: str = typer.Option("colocated", help="colocated or decode_only"),
+    strictness: float = typer.Option(0.5, help="λ"),
+    kv_headroom: float = typer.Option(1.0, help="θ"),
+    seed: int = typer.Option(0),
+    name: str = typer.Option(None, help="instance name (default: file stem)"),
+    force: bool = typer.Option(False, help="overwrite existing files"),
+) -> None:
+    """Generate a placement instance from a real trace's length distribution."""
+    if requests < 0 or ongoing < 0 or requests + ongoing == 0:
+        raise PlannerError("--requests and --ongoing must be ≥ 0 and not both 0")
+    if mode not in ("colocated", "decode_only"):
+        raise PlannerError(f"--mode must be colocated or decode_only, got {mode!r}")
+    llm = find_model(model)
+    if llm is None:
+        raise PlannerError(f"unknown model {model!r}")
+    gpu_spec = find_gpu(gpu)
+    if gpu_spec is None:
+        raise PlannerError(f"unknown GPU type {gpu!r}")
+    if cost_model is None:
+        cost_model = default_models_dir() / cost_model_filename("aladdin", llm.name, gpu_spec.name, tensor_parallel)
+    cost = load_cost_model(cost_model)
+    if not isinstance(cost, AladdinCostModel):
+        raise PlannerError(f"{cost_model}: not an aladdin cost model")
+    for path in (output, output.with_suffix(".csv")):
+        if path.exists() and not force:
+            raise PlannerError(f"{path}: already exists; pass --force to overwrite it")
+    dist = find_distribution(workload)
+    problem = generate_placement_problem(
+        name=name or output.stem, dist=dist, model=llm,
+        worker=WorkerConfig(gpu=gpu_spec, tensor_parallel=tensor_parallel), cost=cost,
+        slos=SLOSet(classes={"default": SLOClass(ttft_s=ttft, atgt_s=atgt)}),
+        options=PlacementOptions(mode=mode, strictness=strictness, kv_headroom=kv_headroom),  # type: ignore[arg-type]
+        new_requests=requests, ongoing_requests=ongoing, seed=seed,
+    )
+    description = (f"generated by `planner generate placement`: {requests} new + {len(problem.ongoing)} ongoing requests, "
+                   f"lengths from '{dist.name}' ({dist.source.split(',')[0]}), seed {seed}")
+    yml, csv = save_placement_instance(problem, output, cost_model_path=cost_model, description=description)
+    out.print(f"wrote {yml} and {csv}")
+
+
+def worker_config_cmd(
+    model: str = typer.Option(..., help="model name from the catalog (e.g. Llama-2-70B)"),
+    gpu: str = typer.Option(..., help="GPU type from the catalog (e.g. A100-80GB-SXM)"),
+    atgt: float = typer.Option(None, help="ATGT SLO (s/token); default: Aladdin Table 2 value when known"),
+    workload: str = typer.Option("sharegpt", help="length distribution giving mean input/output lengths"),
+    degrees: str = typer.Option("1,2,4,8", help="tensor-parallel degrees to evaluate"),
+    memory_utilization: float = typer.Option(1.0, help="fraction of GPU memory usable (vLLM gpu_memory_utilization)"),
+    price: float = typer.Option(None, help="GPU price per hour, for $/million tokens"),
+    models_dir: Path = typer.Option(None, help="directory of cost-model files (default: ./models)"),
+    json_out: bool = typer.Option(False, "--json"),
+) -> None:
+    """Best GPUs per worker (Eq. 5–6): per-GPU decode throughput under KV and ATGT limits."""
+    llm = find_model(model)
+    if llm is None:
+        raise PlannerError(f"unknown model {model!r}")
+    gpu_spec = find_gpu(gpu)
+    if gpu_spec is None:
+        raise PlannerError(f"unknown GPU type {gpu!r}")
+    if price is not None:
+        gpu_spec = gpu_spec.model_copy(update={"price_per_hour": price})
+    if not 0 < memory_utilization <= 1:
+        raise PlannerError(f"--memory-utilization must be in (0, 1], got {memory_utilization}")
+    try:
+        degree_list = tuple(int(d) for d in degrees.split(","))
+    except ValueError:
+        raise PlannerError(f"--degrees must be comma-separated integers, got {degrees!r}") from None
+    if any(d < 1 for d in degree_list):
+        raise PlannerError("--degrees must be positive")
+    if atgt is None:
+        atgt = ALADDIN_ATGT_SLO.get(llm.name)
+        if atgt is None:
+            raise PlannerError(f"no default ATGT SLO for {llm.name}; pass --atgt")
+    if atgt <= 0:
+        raise PlannerError(f"--atgt must be positive, got {atgt}")
+    dist = find_distribution(workload)
+    report = worker_configurations(
+        llm, gpu_spec, atgt_s=atgt, mean_input=dist.mean_input, mean_output=dist.mean_output,
+        degrees=degree_list, memory_utilization=memory_utilization,
+        models_dir=str(models_dir) if models_dir else None,
+    )
+    if json_out:
+        print(to_json(report.to_dict()))
+        return
+    t = Table(title=f"Worker configuration: {llm.name} on {gpu_spec.name}, ATGT ≤ {atgt:g} s, "
+                    f"mean in/out {dist.mean_input:.0f}/{dist.mean_output:.0f} tokens ({dist.name})", title_justify="left")
+    for col in ("GPUs/worker", "KV cache (GB)", "batch (KV)", "batch (SLO)", "bottleneck", "tokens/s/GPU", "$/M tokens", "note"):
+        t.add_column(col, justify="right" if col not in ("bottleneck", "note") else "left")
+    best = report.best
+    for o in report.options:
+        mark = " *" if best is not None and o.tensor_parallel == best.tensor_parallel else ""
+        t.add_row(
+            f"{o.tensor_parallel}{mark}", f"{o.kv_capacity_gb:.1f}", fmt(o.batch_kv, 4) if o.batch_kv else "-",
+            fmt(o.batch_slo, 4) if o.batch_slo else "-", o.bottleneck or "-",
+            f"{o.tokens_per_s_per_gpu:.1f}" if o.feasible else "-",
+            "-" if o.usd_per_million_tokens is None else f"{o.usd_per_million_tokens:.3f}",
+            o.reason or o.cost_source,
+        )
+    out.print(t)
+    out.print(f"best: {best.tensor_parallel} GPU(s) per worker" if best else "no feasible configuration")
+
+
+# Aladdin Table 2 decode SLOs on A100 [P] (FORMULATIONS.md §1.6).
+ALADDIN_ATGT_SLO = {"Llama-2-70B": 0.075, "Llama-2-13B": 0.030, "Llama-2-7B": 0.015}
