@@ -16,7 +16,8 @@ from planner.errors import PlannerError
 FORMATS = ("splitwise", "vidur", "table")
 UPSTREAM = {
     "splitwise": "splitwise-sim data/perf_model.csv, Mutinifni/splitwise-sim@8f99e7d, MIT",
-    "vidur": "Vidur per-layer profiles, microsoft/vidur@7d47513 (+ legacy attention/all-reduce files), MIT",
+    "vidur": "Vidur per-layer profiles, microsoft/vidur@7d47513 (+ legacy attention/all-reduce files), MIT; "
+    "kernel-only composition with extrapolated attention (planner/costmodels/vidur.py): a lower bound on end-to-end time",
     "table": "user batch-profile table",
 }
 
@@ -115,7 +116,8 @@ def fit_cmd(
     for line in skipped:
         err.print(line)
     if dropped:
-        err.print(f"{dropped} profile rows were dropped as inconsistent (see the reader's docstring).")
+        err.print(f"{dropped} profile rows were dropped by the {fmt} reader (inconsistent or out of the profiled range; "
+                  "see its docstring).")
 
 
 def _pct(v: float | None) -> str:

@@ -20,8 +20,26 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, m
 GB = 1e9
 
 
-class _Frozen(BaseModel):
+class Frozen(BaseModel):
+    """Frozen, strict base: unknown keys are errors; derived data may be cached.
+
+    ``cached_property`` values live in the instance ``__dict__``; pydantic's
+    ``model_copy`` would copy them into a copy with *updated* fields, so they
+    are dropped here and recomputed on first use.
+    """
+
     model_config = ConfigDict(frozen=True, extra="forbid", ignored_types=(cached_property,))
+
+    def model_copy(self, *, update=None, deep: bool = False):  # type: ignore[override]
+        copy = super().model_copy(update=update, deep=deep)
+        for klass in type(self).__mro__:
+            for name, attr in vars(klass).items():
+                if isinstance(attr, cached_property):
+                    copy.__dict__.pop(name, None)
+        return copy
+
+
+_Frozen = Frozen
 
 
 class LLMSpec(_Frozen):

@@ -14,9 +14,16 @@ Per transformer layer, on one GPU of a TP group, for a forward pass over n token
   except ``emb`` × ``num_layers`` (catalog), plus ``emb`` once per pass.
   Repeated (n, TP) measurements → median; linear interpolation in n.  The
   medians are locally non-monotone in n (up to ~15 %) and are kept as they are.
-* [R] not included: LM head, sampling, CPU/scheduler overheads.  The rows are
-  therefore kernel-only lower bounds: against Splitwise's measured Llama-2-70B
-  they agree at A100 TP2 (ratio ≈ 0.97) but are ~0.66× at TP4 and ~0.46× at TP8.
+* [D]/[R] per-iteration CPU overhead (default on), from ``legacy/a100_cpu_overheads.csv``
+  with the terms Vidur adds to an iteration: schedule + sampler_e2e + prepare_inputs_e2e
+  + process_model_outputs (medians) + ray_comm_time (mean).  [R] host part fitted as
+  ``h0 + h1·b`` over all rows (it barely depends on the model); Ray communication as
+  its mean over the rows with TP > 1 (≈ 6 ms, one process per GPU) or ``r0 + r1·b``
+  over the TP1 rows.  Measured on A100 hosts; reused for H100 (host-side work).
+* [R] not included: LM head and sampling kernels.  Even with the CPU overhead the rows
+  stay below Splitwise's end-to-end measurements at high TP (Llama-2-70B: ≈ 0.97× at
+  A100 TP2 without overhead, ≈ 0.66× at TP4 and ≈ 0.46× at TP8 before adding ≈ 8 ms):
+  treat them as optimistic where Splitwise has no measurement.
 * [R] attention, fitted on ``legacy/a100_attention_n_embd8192_q64_kv8_tp2.csv``
   (A100, 32 q / 4 kv heads per GPU, head_dim 128; time = attn + reshapes) by
   non-negative least squares on relative residuals, 25 % of configurations held out:
@@ -260,8 +267,45 @@ def read_allreduce(path: Path | str, tensor_parallel: int) -> Curve | None:
     return Curve(curve.x, _isotonic(smoothed.to_numpy()))
 
 
+CPU_OVERHEAD_FILE = "legacy/a100_cpu_overheads.csv"
+_HOST_TERMS = ["schedule_median", "sampler_e2e_median", "prepare_inputs_e2e_median", "process_model_outputs_median"]
+
+
+@dataclass(frozen=True)
+class CpuOverhead:
+    """Per-iteration CPU overhead (ms) = host(b) + Ray communication(TP), fitted on Vidur's legacy file."""
+
+    host: tuple[float, float]  # h0, h1: host_ms = h0 + h1·b
+    ray_tp1: tuple[float, float]  # r0, r1 for TP = 1
+    ray_multi: float  # mean Ray communication for TP > 1
+
+    def ms(self, batch_size: float, tensor_parallel: int) -> float:
+        host = self.host[0] + self.host[1] * batch_size
+        ray = self.ray_multi if tensor_parallel > 1 else self.ray_tp1[0] + self.ray_tp1[1] * batch_size
+        return host + ray
+
+
+def fit_cpu_overhead(path: Path | str) -> CpuOverhead:
+    path = Path(path)
+    table = _read_csv(path, ["batch_size", "tensor_parallel_degree", "ray_comm_time_mean", *_HOST_TERMS])
+
+    def line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+        slope, intercept = np.polyfit(x, y, 1)
+        return float(max(intercept, 0.0)), float(max(slope, 0.0))
+
+    b = table.batch_size.to_numpy(float)
+    host = line(b, table[_HOST_TERMS].sum(axis=1).to_numpy(float))
+    single = table.tensor_parallel_degree == 1
+    multi = ~single
+    if not single.any() or not multi.any():
+        raise InputError(path, "tensor_parallel_degree", "needs rows with TP = 1 and with TP > 1")
+    ray_tp1 = line(b[single.to_numpy()], table.ray_comm_time_mean[single].to_numpy(float))
+    return CpuOverhead(host, ray_tp1, float(table.ray_comm_time_mean[multi].mean()))
+
+
 def _compose_group(
-    spec: LLMSpec, gpu_name: str, tp: int, layers: LayerProfile, attention: AttentionFit, allreduce: Curve | None
+    spec: LLMSpec, gpu_name: str, tp: int, layers: LayerProfile, attention: AttentionFit, allreduce: Curve | None,
+    overhead: CpuOverhead | None = None,
 ) -> tuple[list[dict], int]:
     """Rows of one (model, gpu, TP) group and the number of grid points dropped as out of range."""
     gpu, ref = find_gpu(gpu_name), find_gpu(REFERENCE_GPU)
@@ -282,6 +326,8 @@ def _compose_group(
     dropped = 0
 
     def add(phase: str, b: int, length: int, ms: float) -> None:
+        if overhead is not None:
+            ms += overhead.ms(b, tp)
         rows.append({"model": spec.name, "gpu": gpu_name, "tensor_parallel": tp, "phase": phase, "batch_size": b,
                      "tokens_per_request": float(length), "time_s": ms / 1000.0, "config_id": f"{phase}-{b}-{length}"})
 
@@ -324,12 +370,14 @@ def read_vidur(
     gpus: Iterable[str] | None = None,
     models: Iterable[str] | None = None,
     tensor_parallel: Iterable[int] | None = None,
+    cpu_overhead: bool = True,
 ) -> tuple[pd.DataFrame, int]:
     """Compose the Vidur profiles under ``root`` into batch-profile rows (``time_s`` in seconds).
 
     ``root`` holds ``compute/``, ``legacy/`` and ``network/``.  ``gpus`` and
     ``models`` (catalog names, aliases or HF ids) and ``tensor_parallel``
-    restrict the (model, gpu, TP) groups composed.  Returns (rows in
+    restrict the (model, gpu, TP) groups composed; ``cpu_overhead`` adds the
+    per-iteration CPU overhead (module docstring).  Returns (rows in
     `PROFILE_COLUMNS`, number of grid points dropped; see the module docstring).
     Missing files raise `InputError` naming the file.
     """
@@ -340,6 +388,7 @@ def read_vidur(
     if not mlp_files:
         raise InputError(root / "compute", "", "no <gpu>/<org>/<model>/mlp.csv files found")
     attention = fit_legacy_attention(root / ATTENTION_FILE)
+    overhead = fit_cpu_overhead(root / CPU_OVERHEAD_FILE) if cpu_overhead else None
     gpu_filter = _name_filter(gpus, canonical_gpu_name)
     model_filter = _name_filter(models, canonical_model_name)
     tp_filter = None if tensor_parallel is None else {int(t) for t in tensor_parallel}
@@ -380,7 +429,7 @@ def read_vidur(
                 warnings.warn(f"{mlp_path}: TP{tp} skipped: {problem}", UserWarning, stacklevel=2)
                 dropped += _grid_size(layers)
                 continue
-            group_rows, group_dropped = _compose_group(spec, gpu_name, tp, layers, attention, allreduce)
+            group_rows, group_dropped = _compose_group(spec, gpu_name, tp, layers, attention, allreduce, overhead)
             rows.extend(group_rows)
             dropped += group_dropped
     return pd.DataFrame(rows, columns=PROFILE_COLUMNS), dropped

@@ -31,6 +31,9 @@ from planner.placement.problem import PlacementArrays
 from planner.placement.state import ongoing_loads
 
 _EPS = 1e-9
+#: Bounds treat capacities as (1 + TOL)·capacity: the validator accepts plans within this
+#: relative tolerance, so a bound must never exclude them (an exact fit must stay a fit).
+TOL = 1e-7
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,8 @@ class LowerBound:
 
 
 def _ceil(x: float) -> int:
-    return int(math.ceil(x - 1e-9)) if x > 0 else 0
+    """⌈x⌉ for a ratio ``load / capacity``, with the capacity inflated by `TOL`."""
+    return int(math.ceil(x / (1.0 + TOL) - 1e-12)) if x > 0 else 0
 
 
 def precheck(arrays: PlacementArrays) -> list[str]:
@@ -50,14 +54,14 @@ def precheck(arrays: PlacementArrays) -> list[str]:
     problems: list[str] = []
     for load in ongoing_loads(a):
         idx = load.requests
-        if a.decode_base_s + load.atgt_load > load.atgt_limit * (1 + 1e-9):
+        if a.decode_base_s + load.atgt_load > load.atgt_limit * (1 + TOL):
             problems.append(
                 f"worker {load.label}: its ongoing requests alone need a decode iteration of "
                 f"{a.decode_base_s + load.atgt_load:.4f} s > ATGT SLO {load.atgt_limit:.4f} s (atgt); "
                 "requests cannot migrate"
             )
         peak = load.kv.max()
-        if peak > a.kv_capacity * (1 + 1e-9):
+        if peak > a.kv_capacity * (1 + TOL):
             problems.append(
                 f"worker {load.label}: its ongoing requests alone need {peak:,.0f} KV tokens > capacity "
                 f"{a.kv_capacity:,.0f} (kv_capacity); requests cannot migrate"
@@ -65,18 +69,18 @@ def precheck(arrays: PlacementArrays) -> list[str]:
         del idx
     for i in a.new_indices:
         rid = a.request_ids[i]
-        if a.decode_base_s + a.atgt_load[i] > a.atgt_limit[i] * (1 + 1e-9):
+        if a.decode_base_s + a.atgt_load[i] > a.atgt_limit[i] * (1 + TOL):
             problems.append(
                 f"request {rid}: alone on a worker its decode iteration takes "
                 f"{a.decode_base_s + a.atgt_load[i]:.4f} s > ATGT SLO {a.atgt_limit[i]:.4f} s (atgt)"
             )
-        if a.colocated and a.prefill_base_s + a.prefill_load[i] > a.ttft_limit[i] * (1 + 1e-9):
+        if a.colocated and a.prefill_base_s + a.prefill_load[i] > a.ttft_limit[i] * (1 + TOL):
             problems.append(
                 f"request {rid}: its prefill alone takes {a.prefill_base_s + a.prefill_load[i]:.3f} s "
                 f"> TTFT SLO {a.ttft_limit[i]:.3f} s (ttft)"
             )
         peak = a.kv_base[i] + a.remaining[i] - 1
-        if peak > a.kv_capacity * (1 + 1e-9):
+        if peak > a.kv_capacity * (1 + TOL):
             problems.append(
                 f"request {rid}: needs {peak:,.0f} KV tokens at its last iteration > a worker's KV capacity "
                 f"{a.kv_capacity:,.0f} (kv_capacity)"
@@ -97,25 +101,28 @@ def martello_toth_l2(sizes: np.ndarray, cap: float) -> int:
 
     For every threshold α ∈ {0} ∪ {s_i ≤ cap/2}: items above cap − α (J1) and
     items in (cap/2, cap − α] (J2) each need their own bin; items in
-    [α, cap/2] (J3) can only use the room J2 leaves.
+    [α, cap/2] (J3) can only use the room J2 leaves.  Sizes are normalised by
+    the capacity and every comparison allows the relative tolerance `TOL`.
     """
-    s = np.sort(sizes[sizes > _EPS])
-    if s.size == 0 or cap <= 0:
+    if cap <= 0:
+        return 0
+    s = np.sort(np.asarray(sizes, dtype=float)[np.asarray(sizes) > _EPS] / cap)
+    if s.size == 0:
         return 0
     prefix = np.concatenate([[0.0], np.cumsum(s)])
-    half = cap / 2.0
-    alphas = np.unique(np.concatenate([[0.0], s[s <= half]]))
+    alphas = np.unique(np.concatenate([[0.0], s[s <= 0.5 + TOL]]))
     n = s.size
-    hi = np.searchsorted(s, cap - alphas, side="right")  # items ≤ cap − α
-    mid = np.searchsorted(s, half, side="right")  # items ≤ cap/2
-    lo = np.searchsorted(s, alphas, side="left")  # items < α
+    hi = np.searchsorted(s, 1.0 - alphas + TOL, side="right")  # items ≤ 1 − α
+    mid = int(np.searchsorted(s, 0.5 + TOL, side="right"))  # items ≤ 1/2
+    lo = np.searchsorted(s, alphas - TOL, side="left")  # items < α
     j1 = n - hi
     j2 = np.maximum(hi - mid, 0)
     sum_j2 = prefix[np.maximum(hi, mid)] - prefix[mid]
     sum_j3 = prefix[mid] - prefix[np.minimum(lo, mid)]
-    extra = np.ceil((sum_j3 - (j2 * cap - sum_j2)) / cap - 1e-9)
+    room = j2 * (1.0 + TOL) - sum_j2
+    extra = np.array([_ceil(v) for v in (sum_j3 - room)])
     best = j1 + j2 + np.maximum(extra, 0)
-    return int(max(best.max(), _ceil(prefix[-1] / cap)))
+    return int(max(best.max(), _ceil(prefix[-1])))
 
 
 #: L2 on KV is evaluated at this many breakpoints with the largest KV volume.

@@ -62,7 +62,7 @@ at least g + 1, at most ``L_max − I`` unless that is below g + 1),
 ``E_j −= ô_new − ô_old``, j marked *under*.  After the placement at h, new
 requests on workers marked only *under* (smallest E_j first) move to the first
 worker marked only *over* (largest E_j first) where `WorkerLoad.fits` says M2–M5
-still hold.  Then all marks are cleared.  With ``rebalance=False`` there is no
+still hold (a worker marked both ways is neither).  Then all marks are cleared.  With ``rebalance=False`` there is no
 re-prediction.  A request past its prediction counts as one remaining
 iteration (`PlacementArrays.remaining`).
 """
@@ -109,21 +109,11 @@ class ReplayResult:
     placement_seconds: float  # wall time spent in placement (not deterministic; not in the tables)
 
     def to_dict(self, frames: bool = False) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "method": self.method,
-            "heartbeat_s": self.heartbeat_s,
-            "requests": int(len(self.requests)),
-            "finished": int(self.requests["finished"].sum()),
-            "slo_attainment": self.slo_attainment,
-            "p99_atgt_s": self.p99_atgt_s,
-            "peak_workers": self.peak_workers,
-            "peak_gpus": self.peak_workers * self.gpus_per_worker,
-            "mean_workers": self.mean_workers,
-            "kv_overflows": self.kv_overflows,
-            "repredictions": self.repredictions,
-            "moves": self.moves,
-            "placement_seconds": self.placement_seconds,
-        }
+        keys = ("method", "heartbeat_s", "slo_attainment", "p99_atgt_s", "peak_workers", "mean_workers",
+                "kv_overflows", "repredictions", "moves", "placement_seconds")
+        out: dict[str, Any] = {k: getattr(self, k) for k in keys}
+        out.update(requests=int(len(self.requests)), finished=int(self.requests["finished"].sum()),
+                   peak_gpus=self.peak_workers * self.gpus_per_worker)
         if frames:
             for name in ("requests", "heartbeats", "workers"):
                 df = getattr(self, name)
@@ -165,25 +155,16 @@ class _Replay:
         self.colocated = options.mode == "colocated"
         self.m_kv = worker.kv_capacity_bytes(model)
         self.req = list(workload.requests)
-        n = len(self.req)
-        self.n = n
+        self.n = n = len(self.req)
         self.arrival = workload.arrival_s.astype(float)
-        self.inp = workload.input_tokens.astype(np.int64)
-        self.out = workload.output_tokens.astype(np.int64)
+        self.inp, self.out = workload.input_tokens.astype(np.int64), workload.output_tokens.astype(np.int64)
         self.pred0 = workload.predicted_output_tokens.astype(np.int64)
-        self.pred = self.pred0.copy()
-        self.gen = np.zeros(n, dtype=np.int64)
-        self.label = np.full(n, -1, dtype=np.int64)
-        self.hb = np.full(n, -1, dtype=np.int64)
-        self.repred = np.zeros(n, dtype=np.int64)
-        self.moved = np.zeros(n, dtype=bool)
-        self.forced = np.zeros(n, dtype=bool)
-        nan = lambda: np.full(n, np.nan)  # noqa: E731
-        self.first_token, self.decode_start, self.finish = nan(), nan(), nan()
-        self.prefill_s, self.iter_wait = nan(), nan()
-        pre = np.array([cost.prefill_time(float(i)) for i in self.inp]) if n else np.zeros(0)
-        ready = self.arrival if self.colocated else self.arrival + pre
-        self.own_prefill = pre
+        self.pred, self.gen, self.repred = self.pred0.copy(), np.zeros(n, np.int64), np.zeros(n, np.int64)
+        self.label, self.hb = np.full(n, -1, np.int64), np.full(n, -1, np.int64)
+        self.moved, self.forced = np.zeros(n, bool), np.zeros(n, bool)
+        self.first_token, self.decode_start, self.finish, self.prefill_s, self.iter_wait = np.full((5, n), np.nan)
+        self.own_prefill = np.array([cost.prefill_time(float(i)) for i in self.inp]) if n else np.zeros(0)
+        ready = self.arrival if self.colocated else self.arrival + self.own_prefill
         self.dispatch = np.maximum(np.ceil(ready / heartbeat_s - 1e-12), 0).astype(np.int64)
         self.workers: dict[int, _Worker] = {}
         self.next_label = 0
@@ -380,7 +361,7 @@ class _Replay:
                 t0 = time.perf_counter()
                 self._place(k, h, new, row)
                 self.placement_seconds += time.perf_counter() - t0
-            marks = {lab: ("under" if w.under else "") + ("over" if w.over else "") for lab, w in self.workers.items()}
+            marks = {lab: ["", "under", "over", "both"][w.under + 2 * w.over] for lab, w in self.workers.items()}
             for w in self.workers.values():
                 w.under = w.over = False
             row.update(opened=self.next_label - before, released=len(released),
@@ -465,7 +446,8 @@ def replay(
 
     ``time_limit`` (s) bounds each heartbeat's MIP when ``method="mip"``.
     ``seed`` drives the randomised baselines (``seed + heartbeat``) and the
-    MIP.  The replay is deterministic given its inputs.  With
+    MIP.  The replay is deterministic given its inputs (``method="mip"``
+    only when no heartbeat hits its time limit).  With
     ``max_heartbeats`` the replay stops early; unfinished requests have
     ``finished=False`` and count as SLO misses.
     """

@@ -18,14 +18,13 @@ from functools import cached_property
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveInt, model_validator
+from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt, model_validator
 
-from planner.core.types import LLMSpec, Request, SLOSet, WorkerConfig
+from planner.core.types import Frozen, LLMSpec, Request, SLOSet, WorkerConfig
 from planner.costmodels.models import AladdinCostModel
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", ignored_types=(cached_property,))
+_Frozen = Frozen
 
 
 class OngoingState(_Frozen):

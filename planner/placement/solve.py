@@ -169,7 +169,9 @@ def solve_placement(
             incumbent.validation if incumbent else None, lb.source, stats,
         )
     if outcome.status == SolveStatus.INFEASIBLE:
-        message = "the placement MIP is infeasible"
+        message = "the placement MIP is infeasible" + (
+            f" with at most max_workers={cap} workers" if cap is not None else ""
+        )
         if diagnose:
             message += "; " + diagnose_infeasibility(pm.model, solver).summary()
         return Result(FAMILY, "mip", solver, SolveStatus.INFEASIBLE, None, None, seconds, None,
