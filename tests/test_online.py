@@ -16,7 +16,7 @@ from planner.placement.problem import PlacementOptions
 from planner.placement.scaling import fit_eq7, workers_vs_rate
 from planner.workloads.streams import find_distribution, poisson_workload
 
-PERF_CSV = Path("/work/shared/data/profiling/splitwise_sim/perf_model.csv")
+PERF_CSV = Path(__file__).resolve().parents[2] / "shared" / "data" / "profiling" / "splitwise_sim" / "perf_model.csv"
 MODEL = find_model("Llama-2-70B")
 WORKER = WorkerConfig(gpu=find_gpu("A100"), tensor_parallel=2)
 SLOS = SLOSet(classes={"default": SLOClass(ttft_s=1.6, atgt_s=0.075)})

@@ -13,6 +13,7 @@ import typer
 
 from planner import __version__
 from planner.cli import fit as fit_cli
+from planner.cli import online as online_cli
 from planner.cli import placement as placement_cli
 from planner.cli import workload as workload_cli
 from planner.cli.common import debug_enabled, err
@@ -38,6 +39,8 @@ compare_app.command("placement")(placement_cli.compare_placement_cmd)
 generate_app.command("placement")(placement_cli.generate_placement_cmd)
 app.command("worker-config")(placement_cli.worker_config_cmd)
 app.command("fit")(fit_cli.fit_cmd)
+app.command("replay")(online_cli.replay_cmd)
+app.command("scaling")(online_cli.scaling_cmd)
 
 
 @app.command("version")

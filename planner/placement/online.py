@@ -61,10 +61,10 @@ j marked *over*.  When g reaches ô and the request is not finished:
 at least g + 1, at most ``L_max − I`` unless that is below g + 1),
 ``E_j −= ô_new − ô_old``, j marked *under*.  After the placement at h, new
 requests on workers marked only *under* (smallest E_j first) move to the first
-worker marked only *over* (largest E_j first) where `WorkerLoad.fits` says M2–M5
-still hold (a worker marked both ways is neither).  Then all marks are cleared.  With ``rebalance=False`` there is no
-re-prediction.  A request past its prediction counts as one remaining
-iteration (`PlacementArrays.remaining`).
+worker marked only *over* (largest E_j first) where `WorkerLoad.fits` says
+M2–M5 still hold (a worker marked both ways is neither).  Then all marks are
+cleared.  With ``rebalance=False`` there is no re-prediction: a request past
+its prediction counts as one remaining iteration (`PlacementArrays.remaining`).
 """
 
 from __future__ import annotations

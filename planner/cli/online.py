@@ -1,0 +1,154 @@
+"""`planner replay` (online heartbeat loop, Alg. 1 + Alg. 2) and `planner scaling` (Eq. 7)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import typer
+from rich.table import Table
+
+from planner.cli.common import SolveProgress, out, to_json, write_output
+from planner.cli.placement import make_options, make_slos, resolve_serving
+from planner.core.types import Request, WorkerConfig, Workload
+from planner.errors import PlannerError
+from planner.placement.heuristics import HEURISTICS
+from planner.placement.online import replay
+from planner.placement.scaling import workers_vs_rate
+from planner.workloads.lengths import TRACE_FORMATS, read_trace_lengths
+from planner.workloads.streams import find_distribution, poisson_workload
+
+METHODS = (*HEURISTICS, "mip")
+
+
+def _check_method(method: str) -> None:
+    if method not in METHODS:
+        raise PlannerError(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
+
+
+def _trace_workload(path: Path, fmt: str, seconds: float | None, dist, max_total: int) -> Workload:
+    inputs, outputs, arrivals = read_trace_lengths(path, fmt)
+    if arrivals is None:
+        raise PlannerError(f"{path}: the {fmt} format has no timestamps; use --rate for a Poisson stream instead")
+    keep = (inputs + outputs <= max_total) & (inputs >= 1) & (outputs >= 1)
+    if seconds is not None:
+        keep &= arrivals < seconds
+    if not keep.any():
+        raise PlannerError(f"{path}: no request of the trace fits the model's context within the time window")
+    predicted = np.minimum(dist.predict_output(inputs[keep]), np.maximum(max_total - inputs[keep], 1))
+    return Workload(requests=tuple(
+        Request(request_id=f"t{k:06d}", arrival_s=float(a), input_tokens=int(i), output_tokens=int(o),
+                predicted_output_tokens=int(p))
+        for k, (a, i, o, p) in enumerate(zip(arrivals[keep], inputs[keep], outputs[keep], predicted))
+    ))
+
+
+def replay_cmd(
+    model: str = typer.Option("Llama-2-70B", help="model (catalog name)"),
+    gpu: str = typer.Option("A100-80GB-SXM", help="GPU type (catalog name)"),
+    tensor_parallel: int = typer.Option(2, "--tp", help="GPUs per worker"),
+    cost_model: Path = typer.Option(None, help="Aladdin cost-model file (default: models/aladdin/…)"),
+    trace: Path = typer.Option(None, help="replay a real trace with timestamps (Azure 2023 CSV, Mooncake JSONL)"),
+    fmt: str = typer.Option("azure", "--format", help=f"trace format: {', '.join(TRACE_FORMATS)}"),
+    rate: float = typer.Option(None, help="instead of a trace: Poisson arrivals at this rate (req/s)"),
+    workload: str = typer.Option("sharegpt", help="length distribution (lengths of Poisson requests; output predictor)"),
+    duration: float = typer.Option(120.0, help="seconds of arrivals to replay"),
+    heartbeat: float = typer.Option(1.0, help="scheduling heartbeat (s)"),
+    method: str = typer.Option("best_fit", help=f"placement per heartbeat: {', '.join(METHODS)}"),
+    rebalance: bool = typer.Option(True, help="Alg. 2 prediction-error rebalancing"),
+    ttft: float = typer.Option(1.6, help="TTFT SLO (s)"),
+    atgt: float = typer.Option(0.075, help="ATGT SLO (s/token)"),
+    mode: str = typer.Option("colocated", help="colocated or decode_only"),
+    strictness: float = typer.Option(0.5, help="λ"),
+    kv_headroom: float = typer.Option(1.0, help="θ"),
+    seed: int = typer.Option(0),
+    json_out: bool = typer.Option(False, "--json"),
+    output: Path = typer.Option(None, "--out", help="write per-request and per-heartbeat tables (CSV) with this prefix"),
+    force: bool = typer.Option(False),
+) -> None:
+    """Replay a request stream heartbeat by heartbeat (online placement + Alg. 2) and measure SLOs."""
+    _check_method(method)
+    if (trace is None) == (rate is None):
+        raise PlannerError("give exactly one of --trace or --rate")
+    if duration <= 0 or heartbeat <= 0:
+        raise PlannerError("--duration and --heartbeat must be positive")
+    llm, gpu_spec, _, cost = resolve_serving(model, gpu, tensor_parallel, cost_model)
+    dist = find_distribution(workload)
+    if trace is not None:
+        requests = _trace_workload(trace, fmt, duration, dist, llm.max_context_tokens)
+    else:
+        if rate <= 0:
+            raise PlannerError(f"--rate must be positive, got {rate}")
+        requests = poisson_workload(dist, rate=rate, duration_s=duration, seed=seed, max_total_tokens=llm.max_context_tokens)
+    with SolveProgress() as progress:
+        progress.phase(f"replaying {len(requests)} requests")
+        result = replay(
+            requests, model=llm, worker=WorkerConfig(gpu=gpu_spec, tensor_parallel=tensor_parallel), cost=cost,
+            slos=make_slos(ttft, atgt), options=make_options(mode, strictness, kv_headroom), heartbeat_s=heartbeat,
+            method=method, rebalance=rebalance, predictor=dist, seed=seed,
+        )
+    if output is not None:
+        for name, frame in (("requests", result.requests), ("heartbeats", result.heartbeats)):
+            write_output(Path(f"{output}.{name}.csv"), frame.to_csv(index=False), force)
+    summary = result.to_dict()
+    if json_out:
+        print(to_json(summary))
+        return
+    t = Table(title=f"Replay: {len(requests)} requests, {llm.name} on {tensor_parallel}x{gpu_spec.name}, {method}",
+              show_header=False, title_justify="left")
+    for key in ("slo_attainment", "p99_atgt_s", "peak_workers", "mean_workers", "kv_overflows", "repredictions", "moves"):
+        t.add_row(key, f"{summary[key]:.4g}" if isinstance(summary[key], float) else str(summary[key]))
+    t.add_row("peak GPUs", str(result.peak_workers * tensor_parallel))
+    out.print(t)
+
+
+def scaling_cmd(
+    rates: str = typer.Option("1,2,4", help="comma-separated arrival rates (req/s)"),
+    model: str = typer.Option("Llama-2-70B"),
+    gpu: str = typer.Option("A100-80GB-SXM"),
+    tensor_parallel: int = typer.Option(2, "--tp"),
+    cost_model: Path = typer.Option(None),
+    workload: str = typer.Option("sharegpt", help="length distribution of the Poisson streams"),
+    duration: float = typer.Option(300.0, help="seconds of arrivals per rate"),
+    warmup: float = typer.Option(60.0, help="seconds ignored before taking the peak worker count"),
+    heartbeat: float = typer.Option(1.0),
+    method: str = typer.Option("best_fit", help=f"placement per heartbeat: {', '.join(METHODS)}"),
+    ttft: float = typer.Option(1.6),
+    atgt: float = typer.Option(0.075),
+    mode: str = typer.Option("colocated"),
+    strictness: float = typer.Option(0.5),
+    kv_headroom: float = typer.Option(1.0),
+    seed: int = typer.Option(0),
+    json_out: bool = typer.Option(False, "--json"),
+) -> None:
+    """Workers needed vs arrival rate (best-fit over Poisson heartbeats) and the Eq. 7 fit N_w = ⌈k·λ + c⌉."""
+    _check_method(method)
+    try:
+        rate_list = sorted(float(r) for r in rates.split(","))
+    except ValueError:
+        raise PlannerError(f"--rates must be comma-separated numbers, got {rates!r}") from None
+    if not rate_list or min(rate_list) <= 0:
+        raise PlannerError("--rates must be positive")
+    if warmup >= duration:
+        raise PlannerError(f"--warmup ({warmup}) must be shorter than --duration ({duration})")
+    llm, gpu_spec, _, cost = resolve_serving(model, gpu, tensor_parallel, cost_model)
+    dist = find_distribution(workload)
+    with SolveProgress() as progress:
+        progress.phase(f"replaying {len(rate_list)} rates")
+        fit = workers_vs_rate(
+            rate_list, dist=dist, model=llm, worker=WorkerConfig(gpu=gpu_spec, tensor_parallel=tensor_parallel),
+            cost=cost, slos=make_slos(ttft, atgt), options=make_options(mode, strictness, kv_headroom),
+            heartbeat_s=heartbeat, duration_s=duration, warmup_s=warmup, seed=seed, method=method,
+        )
+    if json_out:
+        print(to_json(fit.to_dict()))
+        return
+    t = Table(title=f"Workers vs arrival rate: {llm.name} on {tensor_parallel}x{gpu_spec.name} ({dist.name}, {method})",
+              title_justify="left")
+    cols = [c for c in ("rate", "requests", "workers", "gpus", "mean_workers", "slo_attainment") if c in fit.table]
+    for c in cols:
+        t.add_column(c, justify="right")
+    for _, row in fit.table.iterrows():
+        t.add_row(*[f"{row[c]:.4g}" if isinstance(row[c], float) else str(row[c]) for c in cols])
+    out.print(t)
+    out.print(f"Eq. 7: N_w = ⌈{fit.k_w:.3f}·λ + {fit.c_w:.3f}⌉  (R² = {fit.r2:.3f})")
