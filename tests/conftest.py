@@ -108,3 +108,19 @@ def toy_problem(
         ongoing=ongoing or {},
         options=PlacementOptions(mode=mode, kv_headroom=kv_headroom, strictness=strictness, max_workers=max_workers),
     )
+
+
+def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str, str]:
+    """Run `planner <args>` in-process through its real entry point; (exit code, stdout, stderr)."""
+    import sys
+
+    from planner.cli.main import main
+
+    monkeypatch.setattr(sys, "argv", ["planner", *args])
+    code = 0
+    try:
+        main()
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err

@@ -2,28 +2,15 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import REPO
-from planner.cli.main import main
+from conftest import REPO, run_cli
 
 SRC = REPO / "instances" / "placement" / "sharegpt-70b-a100-n40.yaml"
 COST = REPO / "models" / "aladdin" / "llama-2-70b__a100-80gb-sxm__tp2.yaml"
-
-
-def run_cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["planner", *args])
-    code = 0
-    try:
-        main()
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 @pytest.fixture

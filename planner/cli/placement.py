@@ -221,12 +221,7 @@ def worker_config_cmd(
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
     """Best GPUs per worker (Eq. 5–6): per-GPU decode throughput under KV and ATGT limits."""
-    llm = find_model(model)
-    if llm is None:
-        raise PlannerError(f"unknown model {model!r}")
-    gpu_spec = find_gpu(gpu)
-    if gpu_spec is None:
-        raise PlannerError(f"unknown GPU type {gpu!r}")
+    llm, gpu_spec = resolve_model_gpu(model, gpu)
     if price is not None:
         gpu_spec = gpu_spec.model_copy(update={"price_per_hour": price})
     if not 0 < memory_utilization <= 1:
@@ -290,14 +285,22 @@ def check_mode(mode: str) -> None:
         raise PlannerError(f"--mode must be colocated or decode_only, got {mode!r}")
 
 
-def resolve_serving(model: str, gpu: str, tensor_parallel: int, cost_model: Path | None):
-    """(LLMSpec, GPUSpec, cost-model path, AladdinCostModel) from CLI names; one-line errors."""
+def resolve_model_gpu(model: str, gpu: str):
+    """Catalog look-ups for the CLI; unknown names are one-line errors listing the catalog."""
+    from planner.catalog import gpu_names, model_names
+
     llm = find_model(model)
     if llm is None:
-        raise PlannerError(f"unknown model {model!r}")
+        raise PlannerError(f"unknown model {model!r} (catalog: {', '.join(model_names())})")
     gpu_spec = find_gpu(gpu)
     if gpu_spec is None:
-        raise PlannerError(f"unknown GPU type {gpu!r}")
+        raise PlannerError(f"unknown GPU type {gpu!r} (catalog: {', '.join(gpu_names())})")
+    return llm, gpu_spec
+
+
+def resolve_serving(model: str, gpu: str, tensor_parallel: int, cost_model: Path | None):
+    """(LLMSpec, GPUSpec, cost-model path, AladdinCostModel) from CLI names; one-line errors."""
+    llm, gpu_spec = resolve_model_gpu(model, gpu)
     if tensor_parallel < 1:
         raise PlannerError(f"--tp must be at least 1, got {tensor_parallel}")
     if cost_model is None:

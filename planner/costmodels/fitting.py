@@ -117,6 +117,24 @@ def _valid_range(profile: pd.DataFrame) -> ValidRange:
     )
 
 
+def _single_group(profile: pd.DataFrame) -> tuple[str, str, int]:
+    groups = profile.groupby(["model", "gpu", "tensor_parallel"]).size()
+    if len(groups) != 1:
+        raise PlannerError(f"fit one (model, gpu, tensor_parallel) group at a time, got {len(groups)}")
+    model_name, gpu_name, tp = groups.index[0]
+    return str(model_name), str(gpu_name), int(tp)
+
+
+def _summary(source: str, pre: PhaseFitResult, dec: PhaseFitResult, dropped_rows: int, note: str = "") -> FitSummary:
+    return FitSummary(
+        method=FIT_METHOD,
+        source=source,
+        phases={"prefill": pre.quality, "decode": dec.quality},
+        dropped_rows=dropped_rows,
+        note=note,
+    )
+
+
 def fit_aladdin(
     profile: pd.DataFrame,
     *,
@@ -131,10 +149,7 @@ def fit_aladdin(
     bytes per token of the architecture (2·layers·kv_heads·head_dim·bytes)
     and ``b_kv = 0``; ../shared/data holds no KV-usage measurements.
     """
-    groups = profile.groupby(["model", "gpu", "tensor_parallel"]).size()
-    if len(groups) != 1:
-        raise PlannerError(f"fit one (model, gpu, tensor_parallel) group at a time, got {len(groups)}")
-    model_name, gpu_name, tp = groups.index[0]
+    model_name, gpu_name, tp = _single_group(profile)
     prefill, decode = _split_phases(profile)
     pre = fit_phase(*_aladdin_design(prefill, "prefill"), holdout_mask(prefill.config_id, seed))
     dec = fit_phase(*_aladdin_design(decode, "decode"), holdout_mask(decode.config_id, seed))
@@ -148,9 +163,9 @@ def fit_aladdin(
         kv_bytes_per_token = spec.kv_bytes_per_token
         note = f"KV model from architecture: a_kv = 2·layers·kv_heads·head_dim·2 B = {kv_bytes_per_token:.0f} B/token, b_kv = 0"
     return AladdinCostModel(
-        model=str(model_name),
-        gpu=str(gpu_name),
-        tensor_parallel=int(tp),
+        model=model_name,
+        gpu=gpu_name,
+        tensor_parallel=tp,
         prefill_s_per_token=float(pre.coefficients[0]),
         prefill_base_s=float(pre.coefficients[1]),
         decode_s_per_request=float(dec.coefficients[0]),
@@ -160,13 +175,7 @@ def fit_aladdin(
         kv_bytes_base=0.0,
         valid_range=_valid_range(profile),
         provenance=f"fitted by `planner fit` from {source}",
-        fit=FitSummary(
-            method=FIT_METHOD,
-            source=source,
-            phases={"prefill": pre.quality, "decode": dec.quality},
-            dropped_rows=dropped_rows,
-            note=note,
-        ),
+        fit=_summary(source, pre, dec, dropped_rows, note),
     )
 
 
@@ -174,10 +183,7 @@ def fit_bilinear(
     profile: pd.DataFrame, *, source: str, seed: int = 0, time_unit: str = "ms", dropped_rows: int = 0
 ) -> BilinearCostModel:
     """Fit Eqs. 14–15 (prefill per batch, decode per step) for one (model, gpu, tp) group."""
-    groups = profile.groupby(["model", "gpu", "tensor_parallel"]).size()
-    if len(groups) != 1:
-        raise PlannerError(f"fit one (model, gpu, tensor_parallel) group at a time, got {len(groups)}")
-    model_name, gpu_name, tp = groups.index[0]
+    model_name, gpu_name, tp = _single_group(profile)
     prefill, decode = _split_phases(profile)
     scale = 1000.0 if time_unit == "ms" else 1.0
     X, y = _bilinear_design(prefill)
@@ -185,20 +191,15 @@ def fit_bilinear(
     X, y = _bilinear_design(decode)
     dec = fit_phase(X, y * scale, holdout_mask(decode.config_id, seed))
     return BilinearCostModel(
-        model=str(model_name),
-        gpu=str(gpu_name),
-        tensor_parallel=int(tp),
+        model=model_name,
+        gpu=gpu_name,
+        tensor_parallel=tp,
         time_unit=time_unit,  # type: ignore[arg-type]
         prefill=BilinearCoefficients(**dict(zip(("alpha", "beta", "gamma", "delta"), map(float, pre.coefficients)))),
         decode=BilinearCoefficients(**dict(zip(("alpha", "beta", "gamma", "delta"), map(float, dec.coefficients)))),
         valid_range=_valid_range(profile),
         provenance=f"fitted by `planner fit` from {source}",
-        fit=FitSummary(
-            method=FIT_METHOD,
-            source=source,
-            phases={"prefill": pre.quality, "decode": dec.quality},
-            dropped_rows=dropped_rows,
-        ),
+        fit=_summary(source, pre, dec, dropped_rows),
     )
 
 

@@ -57,23 +57,33 @@ def capacity_norm_weight(problem: PlacementProblem) -> float:
     return k3 / k2 if k2 > 0 else 1.0
 
 
-def best_fit(problem: PlacementProblem) -> PlacementSolution:
-    """Aladdin Alg. 1 (best-fit by capacity_norm)."""
+def _greedy(
+    problem: PlacementProblem,
+    order: list[int],
+    rank: Callable[[list[WorkerLoad]], list[WorkerLoad]],
+    method: str,
+) -> PlacementSolution:
+    """Place requests in ``order`` on the first worker of ``rank(workers)`` that fits; else open one."""
     a = problem.arrays
     _require_feasible(a)
-    weight = capacity_norm_weight(problem)
     loads = ongoing_loads(a)
     next_label = first_new_label(a)
-    order = sorted(a.new_indices, key=lambda i: (problem.requests[i].arrival_s, i))
     for i in order:
-        ranked = sorted(loads, key=lambda l: (-l.capacity_norm(weight), l.label))
-        target = next((l for l in ranked if l.fits(i)), None)
+        target = next((l for l in rank(loads) if l.fits(int(i))), None)
         if target is None:
             target = WorkerLoad(a, next_label)
             next_label += 1
             loads.append(target)
         target.add(int(i))
-    return _finish(problem, loads, "best_fit")
+    return _finish(problem, loads, method)
+
+
+def best_fit(problem: PlacementProblem) -> PlacementSolution:
+    """Aladdin Alg. 1: arrival order, most loaded worker (by capacity_norm) first."""
+    weight = capacity_norm_weight(problem)
+    order = sorted(problem.arrays.new_indices, key=lambda i: (problem.requests[i].arrival_s, i))
+    return _greedy(problem, order, lambda loads: sorted(loads, key=lambda l: (-l.capacity_norm(weight), l.label)),
+                   "best_fit")
 
 
 def normalised_size(a: PlacementArrays) -> np.ndarray:
@@ -87,19 +97,10 @@ def normalised_size(a: PlacementArrays) -> np.ndarray:
 
 
 def first_fit_decreasing(problem: PlacementProblem) -> PlacementSolution:
-    a = problem.arrays
-    _require_feasible(a)
-    loads = ongoing_loads(a)
-    next_label = first_new_label(a)
-    size = normalised_size(a)
-    for i in sorted(a.new_indices, key=lambda i: (-size[i], i)):
-        target = next((l for l in loads if l.fits(i)), None)
-        if target is None:
-            target = WorkerLoad(a, next_label)
-            next_label += 1
-            loads.append(target)
-        target.add(int(i))
-    return _finish(problem, loads, "first_fit_decreasing")
+    """Largest normalised size first, each on the first worker (in opening order) where it fits."""
+    size = normalised_size(problem.arrays)
+    order = sorted(problem.arrays.new_indices, key=lambda i: (-size[i], i))
+    return _greedy(problem, order, lambda loads: loads, "first_fit_decreasing")
 
 
 Chooser = Callable[[list[WorkerLoad], int, np.random.Generator], WorkerLoad]
@@ -147,17 +148,22 @@ def _route_fixed_pool(
     return [l for l in loads if l.requests]
 
 
+#: Load balancers are tried on pools of up to K + 4·(new requests) workers.
+POOL_SEARCH_FACTOR = 4
+
+
 def _smallest_pool(problem: PlacementProblem, method: str, make_chooser: Callable[[], Chooser], seed: int) -> PlacementSolution:
     a = problem.arrays
     _require_feasible(a)
     start = max(lower_bound(a).value, a.num_ongoing_workers, 1)
-    stop = a.num_ongoing_workers + len(a.new_indices)
+    stop = a.num_ongoing_workers + POOL_SEARCH_FACTOR * max(len(a.new_indices), 1)
     for w in range(start, stop + 1):
         loads = _route_fixed_pool(problem, w, make_chooser, seed)
         if loads is not None:
             return _finish(problem, loads, method)
     raise InfeasibleError(
-        f"{method} meets every SLO at no pool size up to {stop} workers (it keeps routing to overloaded ongoing workers)"
+        f"{method} meets every SLO at no pool size from {start} to {stop} workers: its routing ignores the "
+        "constraints, so some worker always receives a request it cannot serve"
     )
 
 

@@ -1,0 +1,108 @@
+"""The CLI end to end: the --json contract, compare, fit, generate, worker-config, replay, scaling."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from conftest import REPO, run_cli
+
+INSTANCE = REPO / "instances" / "placement" / "sharegpt-70b-a100-n40.yaml"
+
+
+def test_solve_json_follows_the_contract(monkeypatch, capsys):
+    code, out, err = run_cli(monkeypatch, capsys, "solve", "placement", str(INSTANCE), "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    for key in ("status", "objective", "bound", "gap", "solve_seconds", "solver", "solution", "validation"):
+        assert key in d
+    assert d["status"] == "optimal" and d["gap"] == 0.0 and d["solver"] == "highs"
+    assert d["validation"]["feasible"] and d["validation"]["objective"] == d["objective"]
+    assignment = d["solution"]["assignment"]
+    assert len(assignment) == 40 and len(set(assignment.values())) == d["objective"]
+    assert d["solution"]["gpus"] == 2 * d["objective"]
+
+
+def test_every_shipped_instance_solves_to_proven_optimum(monkeypatch, capsys):
+    for path in sorted((REPO / "instances" / "placement").glob("*.yaml")):
+        code, out, err = run_cli(monkeypatch, capsys, "solve", "placement", str(path), "--json", "--time-limit", "60")
+        assert code == 0, (path, err)
+        d = json.loads(out)
+        assert d["status"] == "optimal", (path, d["message"])
+        assert d["validation"]["feasible"] and d["objective"] == d["validation"]["objective"]
+
+
+def test_solve_with_gurobi_agrees_with_highs(monkeypatch, capsys, require_gurobi):
+    _, out_h, _ = run_cli(monkeypatch, capsys, "solve", "placement", str(INSTANCE), "--json")
+    code, out_g, err = run_cli(monkeypatch, capsys, "solve", "placement", str(INSTANCE), "--json", "--solver", "gurobi")
+    assert code == 0, err
+    g, h = json.loads(out_g), json.loads(out_h)
+    if g["status"] == "error":  # a model above the pip license size: the message says so
+        assert "2000" in g["message"]
+    else:
+        assert g["objective"] == h["objective"] and g["status"] == "optimal"
+
+
+def test_compare_lists_every_heuristic_with_gap_to_optimum(monkeypatch, capsys):
+    code, out, err = run_cli(monkeypatch, capsys, "compare", "placement", str(INSTANCE), "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    methods = {m["method"]: m for m in d["methods"]}
+    assert set(methods) == {"best_fit", "first_fit_decreasing", "jsq", "power_of_two", "round_robin", "mip"}
+    opt = d["optimum"]
+    for m in methods.values():
+        assert m["valid"] and m["workers"] >= opt and m["lower_bound"] <= opt
+        assert m["gap_to_optimum"] == pytest.approx((m["workers"] - opt) / opt)
+    code, out, _ = run_cli(monkeypatch, capsys, "compare", "placement", str(INSTANCE))
+    assert code == 0 and "round_robin" in out and "MIP optimum" in out
+
+
+def test_fit_writes_models_with_holdout_error(monkeypatch, capsys, tmp_path, shared_data):
+    src = shared_data / "profiling" / "splitwise_sim" / "perf_model.csv"
+    code, out, err = run_cli(monkeypatch, capsys, "fit", str(src), "--gpu", "A100", "--tp", "2",
+                             "--out-dir", str(tmp_path), "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert len(d["models"]) == 1 and d["models"][0]["status"] == "written"
+    assert d["models"][0]["decode_holdout_mape"] < 10
+    written = yaml.safe_load((tmp_path / "aladdin/llama-2-70b__a100-80gb-sxm__tp2.yaml").read_text())
+    assert "perf_model.csv" in written["provenance"]
+    # a second run keeps the existing file unless --force
+    code, out, _ = run_cli(monkeypatch, capsys, "fit", str(src), "--gpu", "A100", "--tp", "2",
+                           "--out-dir", str(tmp_path), "--json")
+    assert json.loads(out)["models"][0]["status"].startswith("skipped")
+
+
+def test_generate_then_solve(monkeypatch, capsys, tmp_path):
+    monkeypatch.chdir(REPO)
+    target = tmp_path / "gen.yaml"
+    code, _, err = run_cli(monkeypatch, capsys, "generate", "placement", str(target), "--workload", "azure_code",
+                           "--requests", "12", "--ongoing", "30", "--seed", "5")
+    assert code == 0, err
+    code, out, err = run_cli(monkeypatch, capsys, "solve", "placement", str(target), "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["status"] == "optimal" and d["stats"]["ongoing_workers"] >= 1
+
+
+def test_worker_config_json(monkeypatch, capsys):
+    monkeypatch.chdir(REPO)
+    code, out, err = run_cli(monkeypatch, capsys, "worker-config", "--model", "Llama-2-70B", "--gpu", "A100", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["best_tensor_parallel"] == 2
+    assert [o["feasible"] for o in d["options"]] == [False, True, True, True]
+
+
+def test_replay_and_scaling_small(monkeypatch, capsys):
+    monkeypatch.chdir(REPO)
+    code, out, err = run_cli(monkeypatch, capsys, "replay", "--rate", "1", "--duration", "30", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["requests"] > 10 and d["finished"] == d["requests"] and d["kv_overflows"] == 0
+    code, out, err = run_cli(monkeypatch, capsys, "scaling", "--rates", "0.5,2", "--duration", "60", "--warmup", "20", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["k_w"] > 0
