@@ -176,3 +176,20 @@ def test_validator_catches_a_bad_placement():
     assert not report.feasible
     assert report.violations[0].constraint == "kv_capacity"
     assert "iteration 10" in report.violations[0].where
+
+
+def test_time_limit_returns_incumbent_and_bound():
+    # 60 requests of 0.4 of a worker each (ATGT budget 0.15 s, 0.06 s per request at λ = ½): every
+    # bound says ⌈60·0.4⌉ = 24, the optimum is 30 (two per worker).  With no time to search, the
+    # solve must still return the heuristic plan (30) and a valid bound (24 ≤ bound ≤ 30).
+    cost = toy_cost(decode_s_per_context_token=1e-4)
+    p = toy_problem([(400, 200)] * 60, atgt=0.2, cost=cost, gpu_memory_gb=40.0)
+    res = solve_placement(p, time_limit=0.0, repack_seconds=0)
+    assert res.status in (SolveStatus.FEASIBLE, SolveStatus.OPTIMAL)
+    assert res.objective == 30 and res.validation.feasible
+    assert 24 <= res.bound <= 30
+    if res.status == SolveStatus.FEASIBLE:
+        assert res.gap == pytest.approx((30 - res.bound) / 30)
+    # with time, the MIP proves 30
+    full = solve_placement(p)
+    assert full.status == SolveStatus.OPTIMAL and full.objective == 30 and full.bound == 30

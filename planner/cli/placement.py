@@ -19,7 +19,7 @@ from planner.placement.instance import load_placement_instance, save_placement_i
 from planner.placement.problem import PlacementOptions
 from planner.placement.solve import compare_placement, solve_placement
 from planner.placement.worker_config import worker_configurations
-from planner.solver import check_solver_name
+from planner.solver import SolveStatus, check_solver_name
 from planner.workloads.streams import find_distribution
 
 SOLVER_HELP = "MIP solver: highs (default, no license) or gurobi (size-limited pip license)"
@@ -95,11 +95,13 @@ def solve_placement_cmd(
     write_output(output, text, force)
     if json_out:
         print(text)
-        return
-    out.print(_summary_table(result, f"Placement: {problem.name}"))
-    table = _worker_table(result)
-    if table is not None:
-        out.print(table)
+    else:
+        out.print(_summary_table(result, f"Placement: {problem.name}"))
+        table = _worker_table(result)
+        if table is not None:
+            out.print(table)
+    if result.status == SolveStatus.ERROR:  # the requested solver could not run
+        raise typer.Exit(1)
 
 
 def compare_placement_cmd(

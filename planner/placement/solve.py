@@ -161,11 +161,17 @@ def solve_placement(
     seconds = time.perf_counter() - t0
 
     if outcome.status == SolveStatus.ERROR:
-        # e.g. the Gurobi license: say so, but keep what the heuristics know.
+        # e.g. the Gurobi license: say so, but keep what the heuristics know.  A heuristic plan
+        # that meets the lower bound is optimal whatever the solver could do.
         sol = incumbent.solution if incumbent else None
+        proven = incumbent is not None and incumbent.objective <= lb.value  # type: ignore[operator]
+        message = outcome.message + (
+            f"; the {incumbent.method} plan meets the lower bound ({lb.source}), so it is optimal" if proven else  # type: ignore[union-attr]
+            "; the best heuristic plan and the lower bound are reported instead" if incumbent else ""
+        )
         return Result(
-            FAMILY, "mip", solver, SolveStatus.ERROR, incumbent.objective if incumbent else None,
-            float(lb.value), seconds, sol, build_seconds, outcome.message,
+            FAMILY, "mip", solver, SolveStatus.OPTIMAL if proven else SolveStatus.ERROR,
+            incumbent.objective if incumbent else None, float(lb.value), seconds, sol, build_seconds, message,
             incumbent.validation if incumbent else None, lb.source, stats,
         )
     if outcome.status == SolveStatus.INFEASIBLE:
