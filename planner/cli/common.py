@@ -74,7 +74,12 @@ def fmt_gap(gap: float | None) -> str:
 
 
 class SolveProgress:
-    """Shows phase, incumbent and bound on stderr once a solve has run for more than a second."""
+    """Shows phase, incumbent and bound on stderr once a solve has run for more than a second.
+
+    A rich `Live` display refreshes itself four times a second from the clock, so the elapsed
+    time keeps moving through phases that report nothing (presolve, LNS rounds); it renders
+    nothing during the first second and disappears when the solve ends.
+    """
 
     def __init__(self, enabled: bool = True, unit: str = "") -> None:
         self.enabled = enabled and err.is_terminal
@@ -84,36 +89,29 @@ class SolveProgress:
         self.incumbent: float | None = None
         self.bound: float | None = None
         self.live: Live | None = None
+        if self.enabled:
+            self.live = Live(console=err, transient=True, refresh_per_second=4, get_renderable=self._render)
+            self.live.start()
 
     def _render(self) -> Text:
         elapsed = time.perf_counter() - self.start
-        parts = [f"{self.phase_text}", f"{elapsed:5.1f}s"]
+        if elapsed < 1.0:
+            return Text("")
+        parts = [self.phase_text, f"{elapsed:5.1f}s"]
         if self.incumbent is not None:
             parts.append(f"incumbent {fmt(self.incumbent)}{self.unit}")
         if self.bound is not None:
             parts.append(f"bound {fmt(self.bound)}{self.unit}")
         return Text(" | ".join(parts), style="cyan")
 
-    def _refresh(self) -> None:
-        if not self.enabled:
-            return
-        if self.live is None and time.perf_counter() - self.start >= 1.0:
-            self.live = Live(self._render(), console=err, transient=True, refresh_per_second=4)
-            self.live.start()
-        if self.live is not None:
-            self.live.update(self._render())
-
     def phase(self, text: str) -> None:
         self.phase_text = text
-        self._refresh()
 
     def __call__(self, event: ProgressEvent) -> None:
-        self.phase_text = "MIP"
         if event.incumbent is not None:
             self.incumbent = event.incumbent
         if event.bound is not None:
             self.bound = math.ceil(event.bound - 1e-6) if self.unit == " workers" else event.bound
-        self._refresh()
 
     def close(self) -> None:
         if self.live is not None:

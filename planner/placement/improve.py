@@ -12,11 +12,14 @@ formulation:
 3. sub-MIP on the requests of those k workers, same constraint families, all
    k workers open and distinguishable, objective = the target's load
    (Σ normalised size of the requests left on it), warm-started with the
-   current arrangement;
+   current arrangement, stopped by a node limit and a 1 % gap (improvement,
+   not optimality, is what the search needs; a node limit keeps it deterministic);
 4. accept if the target's load fell; when it reaches zero the worker is gone.
 
-It stops at the lower bound (then the plan is proven optimal), when the time
-budget is spent, or after a number of rounds without progress.  Every
+It stops at the lower bound (then the plan is proven optimal), after
+``max_rounds`` rounds or ``max_stall`` rounds without progress, or when the time
+budget is spent.  The rounds are deterministic for a given seed; only a binding
+time budget (or a sub-MIP time limit) makes the outcome depend on machine speed.  Every
 accepted state is a feasible placement of the whole problem, because the
 constraints of a worker involve only its own requests.
 """
@@ -58,8 +61,10 @@ def repack(
     target_workers: int,
     time_budget: float = 10.0,
     neighbourhood: int = 6,
-    sub_time_limit: float = 2.0,
+    sub_time_limit: float = 10.0,
+    sub_node_limit: int = 50,
     max_stall: int = 40,
+    max_rounds: int = 150,
     solver: str = "highs",
     seed: int = 0,
 ) -> PlacementSolution:
@@ -72,7 +77,7 @@ def repack(
     deadline = time.perf_counter() + time_budget
     stall = 0
     round_no = 0
-    while time.perf_counter() < deadline and stall < max_stall:
+    while time.perf_counter() < deadline and stall < max_stall and round_no < max_rounds:
         labels, counts = np.unique(assignment, return_counts=True)
         if labels.size <= target_workers:
             break
@@ -111,7 +116,9 @@ def repack(
         if start is not None:
             start[pm.open.start + 1 : pm.open.start + pm.open.size] = 1.0
         remaining = min(sub_time_limit, max(deadline - time.perf_counter(), 0.05))
-        out = solve(model, solver, SolveOptions(time_limit=remaining, seed=seed, warm_start=start, mip_rel_gap=1e-4))
+        # Sub-MIPs stop on a node limit (deterministic) and a 1 % gap: any improvement is progress.
+        out = solve(model, solver, SolveOptions(time_limit=remaining, node_limit=sub_node_limit, seed=seed,
+                                                 warm_start=start, mip_rel_gap=0.01))
         round_no += 1
         if out.x is None or out.objective is None:
             stall += 1
