@@ -227,6 +227,7 @@ def test_alg2_moves_go_to_overestimated_workers(sharegpt, cost):
     marks = res.workers.set_index(["heartbeat", "worker"]).mark
     assert all(marks[(r.heartbeat, r.worker)] == "over" for r in moved.itertuples())
     assert res.kv_overflows == 0 and res.requests.finished.all()
+    assert res.invalid_plans == 0  # every heartbeat plan passed the independent validator
     no_alg2 = replay(wl, model=MODEL, worker=WORKER, cost=cost, slos=SLOS, predictor=sharegpt, rebalance=False)
     assert no_alg2.moves == 0 and no_alg2.repredictions == 0
 

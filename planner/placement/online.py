@@ -82,8 +82,10 @@ from planner.costmodels.models import AladdinCostModel
 from planner.errors import InfeasibleError, PlannerError
 from planner.placement.heuristics import CONSTRAINT_AWARE, HEURISTICS, best_fit
 from planner.placement.problem import OngoingState, PlacementOptions, PlacementProblem
+from planner.placement.solution import PlacementSolution
 from planner.placement.solve import solve_placement
 from planner.placement.state import WorkerLoad, ongoing_loads
+from planner.placement.validator import validate_placement
 from planner.workloads.lengths import LengthDistribution
 
 _TOL = 1e-9
@@ -107,10 +109,11 @@ class ReplayResult:
     repredictions: int
     moves: int
     placement_seconds: float  # wall time spent in placement (not deterministic; not in the tables)
+    invalid_plans: int = 0  # heartbeats whose plan the independent validator rejected (should be 0)
 
     def to_dict(self, frames: bool = False) -> dict[str, Any]:
         keys = ("method", "heartbeat_s", "slo_attainment", "p99_atgt_s", "peak_workers", "mean_workers",
-                "kv_overflows", "repredictions", "moves", "placement_seconds")
+                "kv_overflows", "repredictions", "moves", "placement_seconds", "invalid_plans")
         out: dict[str, Any] = {k: getattr(self, k) for k in keys}
         out.update(requests=int(len(self.requests)), finished=int(self.requests["finished"].sum()),
                    peak_gpus=self.peak_workers * self.gpus_per_worker)
@@ -224,7 +227,7 @@ class _Replay:
             ongoing = [i for i in ongoing if int(self.label[i]) not in closed]
             new = [i for i in new if i not in set(forced)]
             problem = self._problem(k, ongoing, new) if new else None
-        row.update(closed_workers=len(closed), forced=len(forced), fallback=False, moves=0)
+        row.update(closed_workers=len(closed), forced=len(forced), fallback=False, moves=0, plan_valid=True)
         for i in forced:
             self.forced[i] = True
             self._assign(i, self._open(h))
@@ -233,6 +236,9 @@ class _Replay:
         assign, row["fallback"] = self._solve(problem, k)
         if self.rebalance:
             row["moves"] = self._rebalance(problem, assign, ongoing + new)
+        # Every heartbeat's final plan (after Alg. 2 moves) passes the independent validator.
+        plan = PlacementSolution.from_array(problem.arrays.request_ids, assign, self.method)
+        row["plan_valid"] = bool(validate_placement(problem, plan).feasible)
         a = problem.arrays
         ongoing_labels = {int(x) for x in a.ongoing_labels}
         fresh = {lab: self._open(h) for lab in sorted(set(int(x) for x in assign) - ongoing_labels)}
@@ -422,6 +428,7 @@ class _Replay:
             kv_overflows=int(workers["kv_overflow"].sum()), repredictions=int(self.repred.sum()),
             moves=int(heartbeats["moves"].sum()) if len(heartbeats) else 0,
             placement_seconds=self.placement_seconds,
+            invalid_plans=int((~heartbeats["plan_valid"].astype(bool)).sum()) if "plan_valid" in heartbeats else 0,
         )
 
 
