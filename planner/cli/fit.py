@@ -9,8 +9,6 @@ from rich.table import Table
 
 from planner.cli.common import err, out, to_json
 from planner.costmodels.files import cost_model_filename, save_cost_model
-from planner.costmodels.fitting import fit_groups
-from planner.costmodels.profiles import read_profile_table, read_splitwise
 from planner.errors import PlannerError
 
 FORMATS = ("splitwise", "vidur", "table")
@@ -23,6 +21,8 @@ UPSTREAM = {
 
 
 def _read(source: Path, fmt: str):
+    from planner.costmodels.profiles import read_profile_table, read_splitwise
+
     if fmt == "splitwise":
         return read_splitwise(source)
     if fmt == "vidur":
@@ -62,6 +62,8 @@ def fit_cmd(
     for k in kinds:
         if k not in ("aladdin", "bilinear"):
             raise PlannerError(f"--kind must be aladdin, bilinear or both, got {kind!r}")
+    from planner.costmodels.fitting import fit_groups  # scipy.optimize: imported only when fitting
+
     profile, dropped = _read(source, fmt)
     from planner.catalog import canonical_gpu_name, canonical_model_name
 
