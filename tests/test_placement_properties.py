@@ -81,6 +81,15 @@ def tiny_problems(draw):
     )
     atgt = draw(st.sampled_from([0.09, 0.12, 0.2]))
     ttft = draw(st.sampled_from([0.7, 1.0]))
+    slos = None
+    classes = None
+    if draw(st.booleans()):  # two SLO classes: exercises the class-indicator rows of M2/M3
+        from planner.core.types import SLOClass
+
+        slos = {
+            "tight": SLOClass(ttft_s=ttft * 0.8, atgt_s=draw(st.sampled_from([0.08, 0.1]))),
+            "loose": SLOClass(ttft_s=ttft, atgt_s=atgt + 0.05),
+        }
     ongoing = {}
     with_ongoing = draw(st.booleans()) and n_new <= 4
     if with_ongoing:
@@ -91,8 +100,11 @@ def tiny_problems(draw):
         tau = g * atgt * draw(st.sampled_from([0.3, 0.9]))
         reqs = [(i, o), *reqs]
         ongoing = {"r0": OngoingState(worker=0, generated_tokens=g, decode_s=tau)}
+    if slos is not None:
+        classes = draw(st.lists(st.sampled_from(["tight", "loose"]), min_size=len(reqs), max_size=len(reqs)))
     return toy_problem(
-        reqs, ttft=ttft, atgt=atgt, mode=mode, strictness=strictness, gpu_memory_gb=memory, cost=cost, ongoing=ongoing
+        reqs, ttft=ttft, atgt=atgt, mode=mode, strictness=strictness, gpu_memory_gb=memory, cost=cost, ongoing=ongoing,
+        slos=slos, classes=classes,
     )
 
 
@@ -102,7 +114,7 @@ def _precheck_ok(problem) -> bool:
     return not precheck(problem.arrays)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tiny_problems())
 def test_mip_equals_brute_force_and_sandwiches_heuristics(problem):
     brute = brute_force_workers(problem)
