@@ -173,3 +173,27 @@ def test_other_commands_bad_input(monkeypatch, capsys, tmp_path, args, needles):
     monkeypatch.chdir(REPO)
     code, _, err = run_cli(monkeypatch, capsys, *args)
     assert_one_line(code, err, *needles)
+
+
+@pytest.mark.parametrize(
+    "name, content, fmt, needles",
+    [
+        ("t.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\nnot-a-date,12,3\n", "azure", ["t.csv", "row 1", "TIMESTAMP"]),
+        ("t.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,x,3\n", "azure",
+         ["t.csv", "row 1", "ContextTokens", "not a number"]),
+        ("t.csv", "a,b\n1,2\n", "sharegpt", ["t.csv", "num_prefill_tokens", "missing"]),
+        ("t.jsonl", '{"timestamp": 1, "input_length": 3\n', "mooncake", ["t.jsonl", "line 1", "not valid JSON"]),
+        ("t.jsonl", '{"timestamp": 1, "input_length": 3}\n', "mooncake", ["t.jsonl", "output_length"]),
+    ],
+)
+def test_bad_trace_files_get_one_line(monkeypatch, capsys, tmp_path, name, content, fmt, needles):
+    trace = tmp_path / name
+    trace.write_text(content)
+    code, _, err = run_cli(monkeypatch, capsys, "workload", "derive", str(trace), "--format", fmt, "--name", "x",
+                           "--out", str(tmp_path / "x.yaml"))
+    assert_one_line(code, err, *needles)
+
+
+def test_usage_error_is_not_a_traceback(monkeypatch, capsys):
+    code, _, err = run_cli(monkeypatch, capsys, "solve", "placement")
+    assert code == 2 and "Missing argument" in err and "Traceback" not in err

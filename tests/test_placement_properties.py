@@ -134,6 +134,7 @@ def test_mip_equals_brute_force_and_sandwiches_heuristics(problem):
             assert h.status == SolveStatus.INFEASIBLE
             continue
         assert h.validation.feasible, (name, h.validation.summary())
+        assert h.objective == h.validation.objective, name
         assert h.objective >= mip.objective, name
 
 

@@ -5,12 +5,10 @@ from __future__ import annotations
 import json
 import math
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import typer
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
@@ -22,12 +20,6 @@ out = Console(highlight=False, soft_wrap=True)
 if not out.is_terminal:  # pipes and files: wide enough that tables never truncate names
     out = Console(highlight=False, soft_wrap=True, width=160)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
-
-
-def fail(message: str, code: int = 2) -> None:
-    """Print one error line and exit."""
-    err.print(f"[bold red]error:[/bold red] {message}", markup=True)
-    raise typer.Exit(code)
 
 
 def _clean(value: Any) -> Any:
@@ -127,7 +119,3 @@ class SolveProgress:
 
 def debug_enabled() -> bool:
     return os.environ.get("PLANNER_DEBUG", "") not in ("", "0")
-
-
-def stdout_is_pipe() -> bool:
-    return not sys.stdout.isatty()

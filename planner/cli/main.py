@@ -67,10 +67,8 @@ def main() -> None:
     except KeyboardInterrupt:
         err.print("interrupted")
         sys.exit(130)
-    except Exception as exc:  # click usage errors and bugs: still one line
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
+    except Exception as exc:  # usage errors (typer's vendored click) and bugs: still one line
+        if callable(getattr(exc, "show", None)) and isinstance(getattr(exc, "exit_code", None), int):
             exc.show()
             sys.exit(exc.exit_code)
         if debug_enabled():

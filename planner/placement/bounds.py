@@ -53,7 +53,6 @@ def precheck(arrays: PlacementArrays) -> list[str]:
     a = arrays
     problems: list[str] = []
     for load in ongoing_loads(a):
-        idx = load.requests
         if a.decode_base_s + load.atgt_load > load.atgt_limit * (1 + TOL):
             problems.append(
                 f"worker {load.label}: its ongoing requests alone need a decode iteration of "
@@ -66,7 +65,6 @@ def precheck(arrays: PlacementArrays) -> list[str]:
                 f"worker {load.label}: its ongoing requests alone need {peak:,.0f} KV tokens > capacity "
                 f"{a.kv_capacity:,.0f} (kv_capacity); requests cannot migrate"
             )
-        del idx
     for i in a.new_indices:
         rid = a.request_ids[i]
         if a.decode_base_s + a.atgt_load[i] > a.atgt_limit[i] * (1 + TOL):

@@ -37,10 +37,6 @@ class WorkerLoad:
     def num_requests(self) -> int:
         return len(self.requests)
 
-    @property
-    def num_ongoing(self) -> int:
-        return sum(1 for i in self.requests if not self.a.is_new[i])
-
     def violated_family(self, i: int) -> str | None:
         """The first constraint family adding request ``i`` would violate, or None if it fits."""
         a = self.a

@@ -8,7 +8,7 @@ constraint family with `diagnose_infeasibility`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from planner.errors import PlannerError
 from planner.solver.features import FEATURES, SolverFeatures
@@ -119,6 +119,3 @@ def diagnose_infeasibility(
     described = tuple(model.describe_row(r) for r in rows) if rows else ()
     return Diagnosis(tuple(keep), described, method)
 
-
-def with_time_limit(options: SolveOptions, seconds: float | None) -> SolveOptions:
-    return replace(options, time_limit=seconds)

@@ -94,12 +94,6 @@ class LinearModel:
     def num_integer(self) -> int:
         return int(self.integrality.sum())
 
-    def block(self, name: str) -> VarBlock:
-        for blk in self.var_blocks:
-            if blk.name == name:
-                return blk
-        raise KeyError(name)
-
     def row_family(self, row: int) -> RowBlock:
         starts = np.array([b.start for b in self.row_blocks])
         k = int(np.searchsorted(starts, row, side="right") - 1)

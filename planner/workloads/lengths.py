@@ -192,31 +192,58 @@ TRACE_FORMATS = ("sharegpt", "azure", "mooncake")
 
 
 def read_trace_lengths(path: Path | str, fmt: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """(inputs, outputs, arrival seconds or None) of a trace file in a known format."""
+    """(inputs, outputs, arrival seconds or None) of a trace file in a known format; one-line errors."""
     path = Path(path)
+    if fmt not in TRACE_FORMATS:
+        raise InputError(path, "format", f"unknown trace format {fmt!r} (expected one of {', '.join(TRACE_FORMATS)})")
     if not path.exists():
         raise InputError(path, "", "file not found")
-    if fmt == "sharegpt":
-        df = pd.read_csv(path)
-        for col in ("num_prefill_tokens", "num_decode_tokens"):
-            if col not in df:
-                raise InputError(path, col, "required column is missing (vidur processed-trace format)")
-        return df.num_prefill_tokens.to_numpy(), df.num_decode_tokens.to_numpy(), None
-    if fmt == "azure":
-        df = pd.read_csv(path)
-        for col in ("TIMESTAMP", "ContextTokens", "GeneratedTokens"):
-            if col not in df:
-                raise InputError(path, col, "required column is missing (Azure LLM inference trace format)")
-        ts = pd.to_datetime(df.TIMESTAMP, format="mixed")
-        arrival = (ts - ts.iloc[0]).dt.total_seconds().to_numpy()
-        return df.ContextTokens.to_numpy(), df.GeneratedTokens.to_numpy(), arrival
     if fmt == "mooncake":
-        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        inp = np.array([r["input_length"] for r in rows])
-        out = np.array([r["output_length"] for r in rows])
-        arr = np.array([r["timestamp"] for r in rows], dtype=float) / 1000.0
-        return inp, out, arr - arr[0]
-    raise InputError(path, "format", f"unknown trace format {fmt!r} (expected one of {', '.join(TRACE_FORMATS)})")
+        return _read_mooncake(path)
+    try:
+        df = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise InputError(path, "", f"not a valid CSV ({str(exc).splitlines()[0]})") from None
+    columns = ("num_prefill_tokens", "num_decode_tokens") if fmt == "sharegpt" else (
+        "TIMESTAMP", "ContextTokens", "GeneratedTokens")
+    for col in columns:
+        if col not in df:
+            raise InputError(path, col, f"required column is missing ({fmt} trace format)")
+    tokens = [c for c in columns if c != "TIMESTAMP"]
+    for col in tokens:
+        values = pd.to_numeric(df[col], errors="coerce")
+        if values.isna().any():
+            row = int(np.flatnonzero(values.isna().to_numpy())[0]) + 1
+            raise InputError(path, f"row {row}, column {col}", f"not a number: {df[col].iloc[row - 1]!r}")
+        df[col] = values
+    if fmt == "sharegpt":
+        return df[tokens[0]].to_numpy(), df[tokens[1]].to_numpy(), None
+    ts = pd.to_datetime(df.TIMESTAMP, format="mixed", errors="coerce")
+    if ts.isna().any():
+        row = int(np.flatnonzero(ts.isna().to_numpy())[0]) + 1
+        raise InputError(path, f"row {row}, column TIMESTAMP", f"not a timestamp: {df.TIMESTAMP.iloc[row - 1]!r}")
+    arrival = (ts - ts.iloc[0]).dt.total_seconds().to_numpy()
+    return df[tokens[0]].to_numpy(), df[tokens[1]].to_numpy(), arrival
+
+
+def _read_mooncake(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rows = []
+    for k, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise InputError(path, f"line {k}", f"not valid JSON ({exc.msg})") from None
+        for key in ("timestamp", "input_length", "output_length"):
+            if not isinstance(rows[-1].get(key), (int, float)):
+                raise InputError(path, f"line {k}, field {key}", "missing or not a number")
+    if not rows:
+        raise InputError(path, "", "no requests")
+    inp = np.array([r["input_length"] for r in rows])
+    out = np.array([r["output_length"] for r in rows])
+    arr = np.array([r["timestamp"] for r in rows], dtype=float) / 1000.0
+    return inp, out, arr - arr[0]
 
 
 def load_length_distribution(path: Path | str) -> LengthDistribution:
