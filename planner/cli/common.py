@@ -6,6 +6,7 @@ import json
 import math
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,18 @@ from rich.text import Text
 
 from planner.errors import PlannerError
 from planner.solver import ProgressEvent
+
+@dataclass(frozen=True)
+class CommandGroups:
+    """The typer command groups family CLI modules register their commands on."""
+
+    app: Any  # planner
+    solve: Any  # planner solve ...
+    compare: Any  # planner compare ...
+    generate: Any  # planner generate ...
+    simulate: Any  # planner simulate ...
+    plan: Any  # planner plan ...
+
 
 out = Console(highlight=False, soft_wrap=True)
 if not out.is_terminal:  # pipes and files: wide enough that tables never truncate names

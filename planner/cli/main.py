@@ -16,7 +16,7 @@ from planner.cli import fit as fit_cli
 from planner.cli import online as online_cli
 from planner.cli import placement as placement_cli
 from planner.cli import workload as workload_cli
-from planner.cli.common import debug_enabled, err
+from planner.cli.common import CommandGroups, debug_enabled, err
 
 app = typer.Typer(
     name="planner",
@@ -28,10 +28,14 @@ app = typer.Typer(
 solve_app = typer.Typer(help="Solve a planning problem to proven optimality (or report the gap).", no_args_is_help=True)
 compare_app = typer.Typer(help="Compare every heuristic of a family against the exact optimum.", no_args_is_help=True)
 generate_app = typer.Typer(help="Generate problem instances from real-trace length distributions.", no_args_is_help=True)
+simulate_app = typer.Typer(help="Simulate a scheduling policy on an instance with a cost model.", no_args_is_help=True)
+plan_app = typer.Typer(help="Plan fleet capacity and cost (GPU mix under an inventory).", no_args_is_help=True)
 
 app.add_typer(solve_app, name="solve")
 app.add_typer(compare_app, name="compare")
 app.add_typer(generate_app, name="generate")
+app.add_typer(simulate_app, name="simulate")
+app.add_typer(plan_app, name="plan")
 app.add_typer(workload_cli.app, name="workload")
 
 solve_app.command("placement")(placement_cli.solve_placement_cmd)
@@ -41,6 +45,12 @@ app.command("worker-config")(placement_cli.worker_config_cmd)
 app.command("fit")(fit_cli.fit_cmd)
 app.command("replay")(online_cli.replay_cmd)
 app.command("scaling")(online_cli.scaling_cmd)
+
+GROUPS = CommandGroups(app=app, solve=solve_app, compare=compare_app, generate=generate_app,
+                       simulate=simulate_app, plan=plan_app)
+# Each family's CLI module adds its own commands to the shared groups.
+for _family_cli in ("batching", "priority", "queueing", "deployment", "capacity"):
+    __import__(f"planner.cli.{_family_cli}", fromlist=["register"]).register(GROUPS)
 
 
 @app.command("version")

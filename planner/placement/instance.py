@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -54,6 +54,7 @@ OPTIONAL_COLUMNS = {"arrival_s": float, "slo_class": str, "worker": int, "genera
 class PlacementScenario(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    family: Literal["placement"] = "placement"
     name: str = Field(min_length=1)
     description: str = ""
     model: str | dict[str, Any]
@@ -227,6 +228,7 @@ def save_placement_instance(
     frame.to_csv(csv_path, index=False)
     rel_cost = Path(os.path.relpath(Path(cost_model_path).resolve(), yaml_path.parent.resolve()))
     scenario = {
+        "family": "placement",
         "name": problem.name,
         "description": description,
         "model": problem.model.name,
