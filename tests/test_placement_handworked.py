@@ -193,3 +193,37 @@ def test_time_limit_returns_incumbent_and_bound():
     # with time, the MIP proves 30
     full = solve_placement(p)
     assert full.status == SolveStatus.OPTIMAL and full.objective == 30 and full.bound == 30
+
+
+def test_kv_chain_levels_allocated_for_every_request_breakpoint():
+    """Regression: a worker whose KV rows use the cumulative chain extends its breakpoints τ to every
+    request's own breakpoint; the chain variables were sized before that extension, so the build
+    failed with "kv_capacity: column index out of range" (found by the capacity sweep: Llama-2-70B,
+    2×H100, 46 decode-only requests, best-fit = lower bound = 2 workers)."""
+    from pathlib import Path
+
+    from planner.catalog import find_gpu, find_model
+    from planner.core.types import Request, SLOClass, SLOSet, WorkerConfig
+    from planner.costmodels.files import load_cost_model
+    from planner.placement.problem import PlacementOptions, PlacementProblem
+
+    lengths = [(3825, 135), (758, 143), (1340, 150), (1521, 175), (1324, 168), (3219, 211), (3263, 228), (996, 196),
+               (1265, 222), (505, 47), (404, 54), (2694, 88), (2552, 95), (2419, 126), (390, 148), (740, 64),
+               (1164, 130), (739, 121), (2812, 211), (1505, 199), (1048, 190), (433, 122), (262, 261), (2618, 277),
+               (3407, 281), (2899, 296), (2404, 324), (130, 329), (3194, 350), (962, 338), (3244, 366), (1103, 351),
+               (1009, 355), (1515, 372), (1603, 377), (2242, 390), (3381, 395), (1067, 373), (2062, 401),
+               (2405, 405), (1286, 383), (101, 415), (3163, 413), (438, 301), (1764, 424), (24, 392)]
+    repo = Path(__file__).resolve().parents[1]
+    problem = PlacementProblem(
+        name="kv-chain-regression", model=find_model("Llama-2-70B"),
+        worker=WorkerConfig(gpu=find_gpu("H100-80GB-SXM"), tensor_parallel=2),
+        cost=load_cost_model(repo / "models/aladdin/llama-2-70b__h100-80gb-sxm__tp2.yaml"),
+        slos=SLOSet(classes={"default": SLOClass(ttft_s=1.6, atgt_s=0.075)}),
+        requests=tuple(Request(request_id=f"q{k}", arrival_s=0.0, input_tokens=i, output_tokens=o,
+                               predicted_output_tokens=o) for k, (i, o) in enumerate(lengths)),
+        options=PlacementOptions(mode="decode_only"),
+    )
+    result = solve_placement(problem, solver="highs")
+    assert result.status == SolveStatus.OPTIMAL
+    assert result.validation.feasible and result.validation.objective == result.objective
+    assert result.objective >= lower_bound(problem.arrays).value

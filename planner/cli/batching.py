@@ -1,9 +1,176 @@
-"""CLI of the batching family (placeholder until the family lands)."""
+"""CLI of the batching family (InferMax): simulate, solve, compare."""
 
 from __future__ import annotations
 
-from planner.cli.common import CommandGroups
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from planner.batching.instance import load_batching_instance
+from planner.batching.scheduler import PRESETS, preset_config
+from planner.batching.solve import heuristic_results, lower_bound, run_scheduler, solve_batching
+from planner.cli.common import CommandGroups, fmt, fmt_gap, out, to_json, write_output
+from planner.core.result import Result
+from planner.errors import PlannerError
+from planner.solver import SolveStatus, check_solver_name
+
+SCHEDULERS = ", ".join(PRESETS)
+
+
+def _metrics_table(result: Result, title: str) -> Table:
+    t = Table(title=title, show_header=False, title_justify="left")
+    t.add_column("", style="bold")
+    t.add_column("")
+    t.add_row("status", result.status.value)
+    t.add_row("method", f"{result.method} ({result.solver})")
+    if result.solution is not None:
+        m = result.solution.metrics
+        t.add_row("total latency", f"{fmt(m['total_latency'], 6)} s")
+        t.add_row("tokens/s", fmt(m["tokens_per_second"], 1))
+        t.add_row("mean TTFT / TPOT / E2E", f"{fmt(m['mean_ttft'], 5)} / {fmt(m['mean_tpot'], 5)} / {fmt(m['mean_e2e'], 5)} s")
+        t.add_row("batches / evictions", f"{m['batches']} / {m['evictions']}")
+        t.add_row("KV peak / mean", f"{m['peak_kv']} / {fmt(m['mean_kv'], 1)} tokens")
+    t.add_row("objective", fmt(result.objective, 6))
+    t.add_row("lower bound", f"{fmt(result.bound, 6)} ({result.bound_source})")
+    t.add_row("gap", fmt_gap(result.gap))
+    t.add_row("time", f"{result.solve_seconds:.2f} s (build {result.build_seconds:.2f} s)")
+    if result.stats.get("J"):
+        s = result.stats
+        t.add_row("model", f"J={s['J']} batches, {s['columns']} columns ({s['integer_columns']} integer), {s['rows']} rows")
+        t.add_row("warm start", str(s.get("warm_start")))
+    if result.validation is not None:
+        t.add_row("validator", "valid, objective recomputed = " + fmt(result.validation.objective, 6)
+                  if result.validation.feasible else result.validation.summary())
+    if result.message:
+        t.add_row("note", result.message)
+    return t
+
+
+def _request_table(result: Result, limit: int) -> Table | None:
+    if result.solution is None or limit <= 0:
+        return None
+    rows = result.solution.per_request_rows()
+    t = Table(title=f"Requests (first {min(limit, len(rows))} of {len(rows)})", title_justify="left")
+    for col in ("id", "TTFT (s)", "TPOT (s)", "E2E (s)", "evictions"):
+        t.add_column(col)
+    for r in rows[:limit]:
+        t.add_row(r["id"], fmt(r["ttft"], 5), fmt(r["tpot"], 5), fmt(r["e2e"], 5), str(r["evictions"]))
+    return t
+
+
+def _emit(instance: Path, name: str, result: Result, json_out: bool, output: Path | None, force: bool,
+          title: str, per_request: int) -> None:
+    text = to_json({"instance": str(instance), "name": name, **result.to_dict()})
+    write_output(output, text, force)
+    if json_out:
+        print(text)
+        return
+    out.print(_metrics_table(result, title))
+    table = _request_table(result, per_request)
+    if table is not None:
+        out.print(table)
+
+
+def simulate_batching_cmd(
+    instance: Path = typer.Argument(..., help="batching instance YAML"),
+    scheduler: str = typer.Option("vllm", "--scheduler", help=f"one of: {SCHEDULERS}"),
+    C: int = typer.Option(None, "--C", help="max tokens per batch (default: the instance's)"),
+    P: int = typer.Option(None, "--P", help="max prefill tokens per batch (default: min(preset, instance))"),
+    M: int = typer.Option(None, "--M", help="KV-cache budget in tokens"),
+    R_max: int = typer.Option(None, "--R-max", help="max running requests"),
+    no_evict: bool = typer.Option(False, "--no-evict", help="eviction-free variant (reserve I+O-1 at admission)"),
+    rank: str = typer.Option(None, "--rank", help="waiting-queue order: arrival, input or output (Appendix A.3)"),
+    json_out: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
+    output: Path = typer.Option(None, "--out", help="also write the JSON result to this file"),
+    force: bool = typer.Option(False, help="overwrite --out if it exists"),
+    per_request: int = typer.Option(10, "--per-request", help="rows of the per-request table to print"),
+) -> None:
+    """Simulate one scheduler (Algorithm 1 preset) on an instance under the §3.2 cost model."""
+    problem = load_batching_instance(instance)
+    if P is not None and P > (C if C is not None else problem.C):
+        raise PlannerError(f"--P {P} must not exceed C={C if C is not None else problem.C}")
+    name = scheduler.lower()
+    if no_evict and not name.endswith("-ef"):
+        name += "-ef"
+    config = preset_config(name, C=C, P=P, M=M, R_max=R_max, rank=rank)
+    result = run_scheduler(problem, config)
+    _emit(instance, problem.name, result, json_out, output, force, f"Simulation: {problem.name} / {config.name}",
+          per_request)
+
+
+def solve_batching_cmd(
+    instance: Path = typer.Argument(..., help="batching instance YAML"),
+    objective: str = typer.Option("latency", help="latency (total) or ttft (mean time to first token)"),
+    solver: str = typer.Option("highs", help="highs (default) or gurobi (size-limited pip license)"),
+    time_limit: float = typer.Option(60.0, "--time-limit", help="seconds; returns the incumbent and bound when hit"),
+    threads: int = typer.Option(None, help="solver threads"),
+    batches: int = typer.Option(None, "--batches", help="batch count J (default: derived from the best heuristic)"),
+    goal_scheduler: str = typer.Option(None, "--goal-scheduler", help="add latency ≤ goal-factor × this scheduler's"),
+    goal_factor: float = typer.Option(0.9, "--goal-factor"),
+    json_out: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
+    output: Path = typer.Option(None, "--out", help="also write the JSON result to this file"),
+    force: bool = typer.Option(False, help="overwrite --out if it exists"),
+    per_request: int = typer.Option(10, "--per-request", help="rows of the per-request table to print"),
+) -> None:
+    """Solve the §3.3 optimal batch-schedule MIP (warm-started from the best preset)."""
+    check_solver_name(solver)
+    if time_limit is not None and time_limit <= 0:
+        raise PlannerError(f"--time-limit must be positive, got {time_limit}")
+    if goal_scheduler is not None:
+        preset_config(goal_scheduler)
+    problem = load_batching_instance(instance)
+    result = solve_batching(problem, objective=objective, solver=solver, time_limit=time_limit, threads=threads,
+                            batches=batches, goal_scheduler=goal_scheduler, goal_factor=goal_factor)
+    _emit(instance, problem.name, result, json_out, output, force, f"Optimal schedule: {problem.name}", per_request)
+    if result.status == SolveStatus.ERROR:
+        raise typer.Exit(1)
+
+
+def compare_batching_cmd(
+    instance: Path = typer.Argument(..., help="batching instance YAML"),
+    solver: str = typer.Option("highs", help="highs or gurobi"),
+    time_limit: float = typer.Option(60.0, "--time-limit", help="seconds for the MIP"),
+    no_mip: bool = typer.Option(False, "--no-mip", help="skip the MIP; gaps are to the lower bound"),
+    json_out: bool = typer.Option(False, "--json", help="print one JSON object instead of a table"),
+) -> None:
+    """Every preset scheduler vs the MIP optimum (or the lower bound)."""
+    check_solver_name(solver)
+    problem = load_batching_instance(instance)
+    heur = heuristic_results(problem)
+    mip = None if no_mip else solve_batching(problem, solver=solver, time_limit=time_limit)
+    reference = lower_bound(problem)
+    ref_name = "lower bound"
+    if mip is not None and mip.status == SolveStatus.OPTIMAL:
+        reference, ref_name = mip.objective, "MIP optimum"
+    elif mip is not None and mip.bound is not None:
+        reference, ref_name = max(reference, mip.bound), "best bound"
+    rows = list(heur.items()) + ([("mip", mip)] if mip is not None and mip.solution is not None else [])
+    if json_out:
+        print(to_json({"instance": str(instance), "name": problem.name, "reference": reference,
+                       "reference_kind": ref_name,
+                       "methods": {k: {**r.to_dict(), "gap_to_reference": (r.objective - reference) / r.objective}
+                                   for k, r in rows}}))
+        return
+    t = Table(title=f"Batching compare: {problem.name} (gap to {ref_name} {fmt(reference, 6)} s)", title_justify="left")
+    for col in ("method", "latency (s)", "tokens/s", "TTFT (s)", "TPOT (s)", "evictions", "batches", "gap", "valid"):
+        t.add_column(col)
+    for name, r in rows:
+        m = r.solution.metrics
+        t.add_row(name, fmt(r.objective, 6), fmt(m["tokens_per_second"], 1), fmt(m["mean_ttft"], 5),
+                  fmt(m["mean_tpot"], 5), str(m["evictions"]), str(m["batches"]),
+                  fmt_gap((r.objective - reference) / r.objective), "yes" if r.validation.feasible else "NO")
+    out.print(t)
+    if mip is not None:
+        out.print(f"MIP: {mip.status.value}, {mip.solve_seconds:.1f} s, J={mip.stats.get('J')}"
+                  + (f" — {mip.message}" if mip.message else ""))
+    skipped = [k for k in PRESETS if k not in heur]
+    if skipped:
+        out.print("presets that cannot finish this instance: " + ", ".join(skipped))
 
 
 def register(groups: CommandGroups) -> None:
     """Add this family's commands to the shared command groups."""
+    groups.simulate.command("batching")(simulate_batching_cmd)
+    groups.solve.command("batching")(solve_batching_cmd)
+    groups.compare.command("batching")(compare_batching_cmd)

@@ -1,9 +1,244 @@
-"""CLI of the deployment family (placeholder until the family lands)."""
+"""CLI of the deployment family: TP enumeration, cost-minimal GPU mix, routing vs the exact makespan."""
 
 from __future__ import annotations
 
-from planner.cli.common import CommandGroups
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from planner.cli.common import CommandGroups, err, fmt, fmt_gap, out, to_json, write_output
+from planner.core.result import Result
+from planner.errors import PlannerError
+from planner.solver import SolveStatus, check_solver_name
+
+SOLVER_HELP = "MILP solver: highs (default) or gurobi (size-limited pip license)"
+
+
+def _check(solver: str, time_limit: float | None) -> None:
+    check_solver_name(solver)
+    if time_limit is not None and time_limit <= 0:
+        raise PlannerError(f"--time-limit must be positive, got {time_limit}")
+
+
+def _emit(instance: Path, name: str, result: Result, json_out: bool, output: Path | None, force: bool) -> bool:
+    text = to_json({"instance": str(instance), "name": name, **result.to_dict()})
+    write_output(output, text, force)
+    if json_out:
+        print(text)
+    return json_out
+
+
+def _enumeration_result(problem) -> Result:
+    from planner.deployment.enumeration import enumerate_cluster
+
+    solution, seconds = enumerate_cluster(problem)
+    best = solution.best[1]
+    return Result("deployment", "enumeration", "enumeration", SolveStatus.OPTIMAL, best, best, seconds, solution,
+                  bound_source="exhaustive enumeration", message="; ".join(solution.notes),
+                  stats={"combinations": solution.combinations, "estimator": problem.estimator})
+
+
+def _print_enumeration(problem, result: Result) -> None:
+    sol = result.solution
+    t = Table(title=f"TP degrees per machine group: {problem.name} ({problem.model.name}, {problem.estimator} estimate)",
+              title_justify="left")
+    for col in ("group", "GPU", "t", "instances/machine", "KV size (GB)", "tokens/s per machine", "note"):
+        t.add_column(col, justify="left" if col in ("group", "GPU", "note") else "right")
+    for e in sol.estimates:
+        t.add_row(e.group, e.gpu, str(e.tensor_parallel), str(e.instances_per_machine), f"{e.kv_size_gb:.2f}",
+                  f"{e.tokens_per_s_machine:.1f}" if e.feasible else "-", e.reason)
+    out.print(t)
+    r = Table(title=f"Cluster configurations, best first ({sol.combinations} feasible combinations)", title_justify="left")
+    r.add_column("rank", justify="right")
+    for g in sol.groups:
+        r.add_column(f"t[{g}]", justify="right")
+    r.add_column("cluster tokens/s", justify="right")
+    for k, (degrees, tput) in enumerate(sol.ranked[:20], 1):
+        r.add_row(str(k), *[str(d) for d in degrees], f"{tput:.1f}")
+    out.print(r)
+    out.print(f"best: {', '.join(f'{g} t={d}' for g, d in zip(sol.groups, sol.best[0]))} "
+              f"({sol.best[1]:.1f} tokens/s, exhaustive enumeration in {result.solve_seconds:.3f} s)")
+    for note in sol.notes:
+        out.print(note)
+
+
+def _print_cost(problem, result: Result) -> None:
+    t = Table(title=f"Cost plan: {problem.name}", show_header=False, title_justify="left")
+    t.add_column("", style="bold")
+    t.add_column("")
+    t.add_row("status", result.status.value)
+    t.add_row("$/h", fmt(result.objective) if result.objective is not None else "-")
+    t.add_row("lower bound", fmt(result.bound))
+    t.add_row("gap", fmt_gap(result.gap))
+    t.add_row("solver", f"{result.solver}, {result.solve_seconds:.3f} s")
+    if result.validation is not None:
+        t.add_row("validator", f"valid, $/h recomputed = {fmt(result.validation.objective)}"
+                  if result.validation.feasible else result.validation.summary())
+    if result.message:
+        t.add_row("note", result.message)
+    out.print(t)
+    sol = result.solution
+    if sol is None or not any(sol.counts):
+        return
+    p = Table(title=f"Instances (load scale {sol.load_scale:.4g})", title_justify="left")
+    for col in ("model", "GPU", "t", "instances", "GPUs", "req/s each", "$/h"):
+        p.add_column(col, justify="left" if col in ("model", "GPU") else "right")
+    for k, count in enumerate(sol.counts):
+        if count:
+            o = problem.options[k]
+            p.add_row(problem.demands[o.model_index].model, problem.inventory[o.gpu_index].gpu.name,
+                      str(o.tensor_parallel), str(count), str(count * o.tensor_parallel), f"{o.capacity:.3f}",
+                      f"{count * problem.option_price[k]:.2f}")
+    out.print(p)
+
+
+def solve_deployment_cmd(
+    instance: Path = typer.Argument(..., help="deployment instance YAML (cluster or cost plan)"),
+    solver: str = typer.Option("highs", help=SOLVER_HELP),
+    time_limit: float = typer.Option(None, "--time-limit", help="seconds for the MILP"),
+    threads: int = typer.Option(None),
+    seed: int = typer.Option(0),
+    json_out: bool = typer.Option(False, "--json", help="print one JSON object"),
+    output: Path = typer.Option(None, "--out", help="also write the JSON result here"),
+    force: bool = typer.Option(False, help="overwrite --out"),
+) -> None:
+    """Ranked TP configurations of a cluster, or the cost-minimal plan when the instance gives load and inventory."""
+    from planner.deployment.cost_solve import solve_cost_plan
+    from planner.deployment.instance import load_deployment_instance
+    from planner.deployment.problem import ClusterProblem
+
+    _check(solver, time_limit)
+    problem = load_deployment_instance(instance)
+    if isinstance(problem, ClusterProblem):
+        result = _enumeration_result(problem)
+        if not _emit(instance, problem.name, result, json_out, output, force):
+            _print_enumeration(problem, result)
+        return
+    result = solve_cost_plan(problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed)
+    if not _emit(instance, problem.name, result, json_out, output, force):
+        _print_cost(problem, result)
+    if result.status == SolveStatus.ERROR:
+        raise typer.Exit(1)
+
+
+def plan_cost_cmd(
+    instance: Path = typer.Argument(..., help="cost-plan YAML: inventory (machines, prices), demands (rate, SLOs)"),
+    max_load: bool = typer.Option(False, "--max-load", help="only answer: the most load this inventory can serve"),
+    solver: str = typer.Option("highs", help=SOLVER_HELP),
+    time_limit: float = typer.Option(None, "--time-limit"),
+    threads: int = typer.Option(None),
+    seed: int = typer.Option(0),
+    json_out: bool = typer.Option(False, "--json"),
+    output: Path = typer.Option(None, "--out"),
+    force: bool = typer.Option(False),
+) -> None:
+    """Cost-minimal GPU mix under an inventory (MILP with gap), or the maximum servable load."""
+    from planner.deployment.cost_solve import max_servable_load, solve_cost_plan
+    from planner.deployment.instance import load_cost_plan_file
+
+    _check(solver, time_limit)
+    problem = load_cost_plan_file(instance)
+    if max_load:
+        scale, bound, outcome = max_servable_load(problem, solver=solver, time_limit=time_limit,
+                                                  threads=threads, seed=seed)
+        payload = {"instance": str(instance), "name": problem.name, "status": outcome.status.value,
+                   "objective": scale, "bound": bound, "gap": outcome.gap, "solve_seconds": outcome.seconds,
+                   "solver": outcome.solver, "solution": {"max_load_scale": scale,
+                   "max_rates": {d.model: (scale or 0.0) * d.rate for d in problem.demands}}}
+        text = to_json(payload)
+        write_output(output, text, force)
+        if json_out:
+            print(text)
+        else:
+            out.print(f"max servable load: {fmt(scale, 4)} x the requested rates ({outcome.status.value}, bound "
+                      f"{fmt(bound, 4)}): " + ", ".join(f"{d.model} {(scale or 0) * d.rate:.3g} req/s" for d in problem.demands))
+        return
+    result = solve_cost_plan(problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed)
+    if not _emit(instance, problem.name, result, json_out, output, force):
+        _print_cost(problem, result)
+
+
+def solve_routing_cmd(
+    instance: Path = typer.Argument(..., help="routing batch YAML"),
+    solver: str = typer.Option("highs", help=SOLVER_HELP),
+    time_limit: float = typer.Option(60.0, "--time-limit", help="seconds for the MILP (incumbent and bound when hit)"),
+    threads: int = typer.Option(None),
+    seed: int = typer.Option(0),
+    json_out: bool = typer.Option(False, "--json"),
+    output: Path = typer.Option(None, "--out"),
+    force: bool = typer.Option(False),
+) -> None:
+    """Exact makespan routing (R||Cmax with KV limits) of one request batch."""
+    from planner.deployment.instance import load_routing_instance
+    from planner.deployment.routing_solve import solve_routing
+
+    _check(solver, time_limit)
+    problem = load_routing_instance(instance)
+    result = solve_routing(problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed)
+    if not _emit(instance, problem.name, result, json_out, output, force):
+        out.print(f"routing {problem.name}: {result.status.value}, makespan {fmt(result.objective, 5)} s, bound "
+                  f"{fmt(result.bound, 5)} s, gap {fmt_gap(result.gap)}, {result.solve_seconds:.2f} s ({result.solver})")
+        if result.validation is not None:
+            loads = result.validation.details.get("loads_s", {})
+            out.print("per-instance load (s): " + ", ".join(f"{k} {v:.3f}" for k, v in loads.items()))
+        if result.message:
+            out.print(result.message)
+    if result.status == SolveStatus.ERROR:
+        raise typer.Exit(1)
+
+
+def compare_routing_cmd(
+    instance: Path = typer.Argument(..., help="routing batch YAML"),
+    solver: str = typer.Option("highs", help=SOLVER_HELP),
+    time_limit: float = typer.Option(60.0, "--time-limit", help="seconds for the MILP"),
+    threads: int = typer.Option(None),
+    seed: int = typer.Option(0),
+    json_out: bool = typer.Option(False, "--json"),
+    output: Path = typer.Option(None, "--out"),
+    force: bool = typer.Option(False),
+) -> None:
+    """RR, WRR, SI, MB and the workload mapper against the exact makespan (gap to optimum or to the bound)."""
+    from planner.deployment.instance import load_routing_instance
+    from planner.deployment.routing_solve import compare_routing
+
+    _check(solver, time_limit)
+    problem = load_routing_instance(instance)
+    routers, exact = compare_routing(problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed)
+    optimum = exact.objective if exact.proven_optimal else None
+    rows = []
+    for r in [*routers, exact]:
+        gap_bound = None if r.objective is None or exact.bound is None else (r.objective - exact.bound) / r.objective
+        gap_opt = None if optimum is None or r.objective is None else (r.objective - optimum) / optimum
+        rows.append({"method": r.method, "status": r.status.value, "makespan_s": r.objective,
+                     "gap_to_optimum": gap_opt, "gap_to_bound": gap_bound, "seconds": r.solve_seconds,
+                     "valid": r.validation.feasible if r.validation else None, "message": r.message})
+    payload = {"instance": str(instance), "name": problem.name, "optimum": optimum, "best_bound": exact.bound,
+               "methods": rows, "milp": exact.to_dict()}
+    text = to_json(payload)
+    write_output(output, text, force)
+    if json_out:
+        print(text)
+        return
+    t = Table(title=f"Routing vs exact makespan: {problem.name} ({len(problem.request_ids)} requests, "
+                    f"{len(problem.instances)} instances)", title_justify="left")
+    for col in ("method", "makespan (s)", "gap to optimum", "gap to bound", "time (s)", "valid", "status"):
+        t.add_column(col, justify="left" if col in ("method", "status") else "right")
+    for row in rows:
+        t.add_row(row["method"], fmt(row["makespan_s"], 5), fmt_gap(row["gap_to_optimum"]), fmt_gap(row["gap_to_bound"]),
+                  f"{row['seconds']:.3f}", "-" if row["valid"] is None else ("yes" if row["valid"] else "NO"), row["status"])
+    out.print(t)
+    if optimum is not None:
+        out.print(f"MILP optimum {fmt(optimum, 5)} s (within relative gap {fmt_gap(exact.gap)}, {exact.solver}).")
+    else:
+        out.print(f"MILP {exact.status.value}: best {fmt(exact.objective, 5)} s, bound {fmt(exact.bound, 5)} s. {exact.message}")
+    if exact.status == SolveStatus.ERROR:
+        err.print(exact.message)
 
 
 def register(groups: CommandGroups) -> None:
     """Add this family's commands to the shared command groups."""
+    groups.solve.command("deployment")(solve_deployment_cmd)
+    groups.solve.command("routing")(solve_routing_cmd)
+    groups.plan.command("cost")(plan_cost_cmd)
+    groups.compare.command("routing")(compare_routing_cmd)

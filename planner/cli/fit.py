@@ -60,8 +60,8 @@ def fit_cmd(
     fmt = fmt or _guess_format(source)
     kinds = ("aladdin", "bilinear") if kind == "both" else (kind,)
     for k in kinds:
-        if k not in ("aladdin", "bilinear"):
-            raise PlannerError(f"--kind must be aladdin, bilinear or both, got {kind!r}")
+        if k not in ("aladdin", "bilinear", "hetero"):
+            raise PlannerError(f"--kind must be aladdin, bilinear, hetero (p1..p8) or both, got {kind!r}")
     from planner.costmodels.fitting import fit_groups  # scipy.optimize: imported only when fitting
 
     profile, dropped = _read(source, fmt)

@@ -63,7 +63,9 @@ def main() -> None:
     from planner.errors import PlannerError
 
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # click returns a typer.Exit's code instead of raising it
+        if isinstance(code, int) and code != 0:
+            sys.exit(code)
     except PlannerError as exc:
         err.print(f"[bold red]error:[/bold red] {exc}", markup=True, highlight=False)
         if debug_enabled():

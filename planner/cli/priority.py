@@ -1,9 +1,163 @@
-"""CLI of the priority family (placeholder until the family lands)."""
+"""CLI of the priority family: `planner solve priority`, `planner compare priority`,
+`planner generate priority`."""
 
 from __future__ import annotations
 
-from planner.cli.common import CommandGroups
+import os
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from planner.cli.common import CommandGroups, err, fmt, fmt_gap, out, to_json, write_output
+from planner.core.result import Result
+from planner.costmodels.files import default_models_dir
+from planner.errors import PlannerError
+from planner.priority.generator import TABLE2_MODEL, generate_priority_problem
+from planner.priority.heuristics import HEURISTICS
+from planner.priority.instance import load_priority_instance, save_priority_instance
+from planner.priority.problem import PriorityProblem
+from planner.priority.solve import METHODS, run_method, run_multi_instance
+from planner.solver import SolveStatus
+
+
+def _load(instance: Path, b_max: int | None) -> PriorityProblem:
+    if b_max is not None and b_max < 1:
+        raise PlannerError(f"--b-max must be at least 1, got {b_max}")
+    problem = load_priority_instance(instance, b_max=b_max)
+    for line in problem.range_warnings():
+        err.print(f"warning: {line}")
+    return problem
+
+
+def _summary(result: Result, problem: PriorityProblem) -> Table:
+    t = Table(title=f"Priority: {problem.name} (N = {problem.size}, b_max = {problem.b_max})", show_header=False,
+              title_justify="left")
+    t.add_column("", style="bold")
+    t.add_column("")
+    sol = result.solution
+    t.add_row("method", f"{result.method} ({result.status.value})")
+    t.add_row("G (req/s)", fmt(result.objective, 6))
+    if sol is not None:
+        t.add_row("SLO met", f"{sol.met} of {problem.size} ({100 * sol.met / problem.size:.1f}%)")
+        t.add_row("mean latency", f"{sol.total_latency_ms / problem.size / 1000:.3f} s")
+        for k, plan in enumerate(sol.plans):
+            batches = " | ".join(" ".join(problem.jobs[i].name for i in batch) for batch in plan.batches())
+            t.add_row("batches" if len(sol.plans) == 1 else f"instance {k}", batches)
+    t.add_row("upper bound", f"{fmt(result.bound, 6)}  ({result.bound_source})" if result.bound is not None else "-")
+    t.add_row("gap", fmt_gap(result.gap))
+    t.add_row("time", f"{result.solve_seconds:.4f} s")
+    if result.validation is not None:
+        t.add_row("validator", "valid, G recomputed = " + fmt(result.validation.objective, 6)
+                  if result.validation.feasible else result.validation.summary())
+    if result.message:
+        t.add_row("note", result.message)
+    return t
+
+
+def solve_priority_cmd(
+    instance: Path = typer.Argument(..., help="priority instance YAML"),
+    method: str = typer.Option("exact", help=f"one of {', '.join(METHODS)}"),
+    b_max: int = typer.Option(None, "--b-max", help="maximum batch size (overrides the file)"),
+    instances: int = typer.Option(1, "--instances", help="Alg. 2: split the jobs over this many instances (needs token_capacity)"),
+    time_limit: float = typer.Option(120.0, "--time-limit", help="seconds (exact / exhaustive); returns the best plan and a bound"),
+    seed: int = typer.Option(0, help="random seed of SA"),
+    json_out: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
+    output: Path = typer.Option(None, "--out", help="also write the JSON result to this file"),
+    force: bool = typer.Option(False, help="overwrite --out if it exists"),
+) -> None:
+    """Priority order and batch sizes maximising G = (jobs meeting their SLO) / (Σ latency)."""
+    if method not in METHODS:
+        raise PlannerError(f"unknown --method {method!r} (use one of {', '.join(METHODS)})")
+    if time_limit is not None and time_limit <= 0:
+        raise PlannerError(f"--time-limit must be positive, got {time_limit}")
+    problem = _load(instance, b_max)
+    if instances != 1:
+        result = run_multi_instance(problem, instances, method, seed=seed, time_limit=time_limit)
+    else:
+        result = run_method(problem, method, time_limit=time_limit, seed=seed)
+    payload = {"instance": str(instance), "name": problem.name, **result.to_dict()}
+    text = to_json(payload)
+    write_output(output, text, force)
+    if json_out:
+        print(text)
+    else:
+        out.print(_summary(result, problem))
+    if result.status == SolveStatus.ERROR:
+        raise typer.Exit(1)
+
+
+def compare_priority_cmd(
+    instance: Path = typer.Argument(..., help="priority instance YAML"),
+    b_max: int = typer.Option(None, "--b-max", help="maximum batch size (overrides the file)"),
+    time_limit: float = typer.Option(120.0, "--time-limit", help="seconds for the exact search (returns its best plan and bound)"),
+    seed: int = typer.Option(0, help="random seed of SA"),
+    json_out: bool = typer.Option(False, "--json"),
+    output: Path = typer.Option(None, "--out", help="also write the JSON comparison to this file"),
+    force: bool = typer.Option(False),
+) -> None:
+    """Every method against the exact optimum: G, SLO attainment, mean latency, time, gap."""
+    problem = _load(instance, b_max)
+    results = [run_method(problem, name, seed=seed) for name in HEURISTICS]
+    exact = run_method(problem, "exact", time_limit=time_limit, seed=seed)
+    optimum = exact.objective if exact.proven_optimal else None
+    reference = optimum if optimum is not None else exact.bound
+    rows = []
+    for r in [*results, exact]:
+        sol = r.solution
+        gap = None if reference is None or r.objective is None else (reference - r.objective) / max(reference, 1e-300)
+        rows.append({
+            "method": r.method, "status": r.status.value, "G": r.objective,
+            "slo_attainment": sol.met / problem.size if sol else None,
+            "mean_latency_s": sol.total_latency_ms / problem.size / 1000 if sol else None,
+            "seconds": r.solve_seconds, "gap_to_optimum": gap if optimum is not None else None,
+            "gap_to_bound": gap if optimum is None else None,
+            "valid": r.validation.feasible if r.validation else None,
+        })
+    payload = {"instance": str(instance), "name": problem.name, "optimum": optimum, "bound": exact.bound,
+               "methods": rows, "exact": exact.to_dict()}
+    text = to_json(payload)
+    write_output(output, text, force)
+    if json_out:
+        print(text)
+        return
+    t = Table(title=f"Priority methods vs optimum: {problem.name} (N = {problem.size}, b_max = {problem.b_max})",
+              title_justify="left")
+    for col in ("method", "G (req/s)", "SLO attainment", "mean latency (s)", "gap to optimum", "time (s)", "valid", "status"):
+        t.add_column(col, justify="left" if col in ("method", "status") else "right")
+    for row in rows:
+        gap = fmt_gap(row["gap_to_optimum"]) if optimum is not None else f"≤{fmt_gap(row['gap_to_bound'])} (to bound)"
+        t.add_row(row["method"], fmt(row["G"], 5), fmt_gap(row["slo_attainment"]), fmt(row["mean_latency_s"], 4), gap,
+                  f"{row['seconds']:.4f}", "-" if row["valid"] is None else ("yes" if row["valid"] else "NO"), row["status"])
+    out.print(t)
+    if optimum is not None:
+        out.print(f"Exact optimum G = {fmt(optimum, 6)} req/s (proven by branch-and-bound, {exact.stats.get('nodes')} nodes).")
+    else:
+        out.print(f"Exact search stopped: best G = {fmt(exact.objective, 6)}, no plan exceeds {fmt(exact.bound, 6)}. {exact.message}")
+
+
+def generate_priority_cmd(
+    output: Path = typer.Argument(..., help="instance YAML to write"),
+    jobs: int = typer.Option(10, help="number of jobs (half chat, half code)"),
+    b_max: int = typer.Option(1, "--b-max"),
+    seed: int = typer.Option(0),
+    slo_spread: float = typer.Option(0.0, help="per-job SLO factor drawn from [1-spread, 1+spread] (0: paper's constant SLOs)"),
+    token_capacity: int = typer.Option(None, help="per-batch token capacity (Eq. 20)"),
+    name: str = typer.Option(None, help="instance name (default: file stem)"),
+    force: bool = typer.Option(False, help="overwrite an existing file"),
+) -> None:
+    """Generate a priority instance in the paper's setting (Table 2 model, chat/code mix)."""
+    if b_max < 1:
+        raise PlannerError(f"--b-max must be at least 1, got {b_max}")
+    problem = generate_priority_problem(jobs, b_max, seed, name=name or output.stem, slo_spread=slo_spread,
+                                        token_capacity=token_capacity)
+    ref = os.path.relpath(default_models_dir() / TABLE2_MODEL, output.resolve().parent)
+    save_priority_instance(problem, output, ref, force=force)
+    out.print(f"wrote {output} ({jobs} jobs, b_max {b_max})")
 
 
 def register(groups: CommandGroups) -> None:
     """Add this family's commands to the shared command groups."""
+    groups.solve.command("priority")(solve_priority_cmd)
+    groups.compare.command("priority")(compare_priority_cmd)
+    groups.generate.command("priority")(generate_priority_cmd)

@@ -1,9 +1,184 @@
-"""CLI of the queueing family (placeholder until the family lands)."""
+"""CLI of the queueing family (QLM): `planner solve queueing`, `planner compare queueing`."""
 
 from __future__ import annotations
 
-from planner.cli.common import CommandGroups
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from planner.cli.common import CommandGroups, fmt, fmt_gap, out, to_json, write_output
+from planner.errors import PlannerError
+from planner.queueing.evaluator import EVALUATORS, EstimatorEvaluator
+from planner.queueing.instance import load_queueing_instance
+from planner.queueing.problem import OBJECTIVES
+from planner.queueing.solve import FORMULATIONS, compare_queueing, solve_queueing
+from planner.solver import SolveStatus, check_solver_name
+
+SOLVER_HELP = "MIP solver: highs (default, no license) or gurobi (size-limited pip license)"
+
+
+def _load(instance: Path, objective: str | None, deadline: str | None):
+    if objective is not None and objective not in OBJECTIVES:
+        raise PlannerError(f"--objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+    if deadline is not None and deadline not in ("start", "completion"):
+        raise PlannerError(f"--deadline must be start or completion, got {deadline!r}")
+    if objective is None and deadline is None:
+        return load_queueing_instance(instance)
+    return load_queueing_instance(instance).with_objective(objective, deadline)
+
+
+def _check(time_limit: float | None, formulation: str, solver: str) -> None:
+    check_solver_name(solver)
+    if time_limit is not None and time_limit <= 0:
+        raise PlannerError(f"--time-limit must be positive, got {time_limit}")
+    if formulation not in FORMULATIONS:
+        raise PlannerError(f"--formulation must be one of {', '.join(FORMULATIONS)}, got {formulation!r}")
+
+
+def solve_queueing_cmd(
+    instance: Path = typer.Argument(..., help="queueing instance YAML"),
+    objective: str = typer.Option(None, help="penalty (hard SLOs) | total_lateness | max_lateness | late_groups"),
+    deadline: str = typer.Option(None, help="SLO on the group's estimated start or completion"),
+    formulation: str = typer.Option("auto", help="auto | slots (exact) | blocks (model blocks, large instances)"),
+    solver: str = typer.Option("highs", help=SOLVER_HELP),
+    time_limit: float = typer.Option(None, "--time-limit", help="seconds; returns the incumbent and bound when hit"),
+    threads: int = typer.Option(None, help="solver threads"),
+    seed: int = typer.Option(0, help="solver seed"),
+    json_out: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
+    output: Path = typer.Option(None, "--out", help="also write the JSON result to this file"),
+    force: bool = typer.Option(False, help="overwrite --out if it exists"),
+    verbose: bool = typer.Option(False, help="show the solver log"),
+) -> None:
+    """Order the virtual queues with the QLM MILP; soft version and scale-up when SLOs cannot be met."""
+    _check(time_limit, formulation, solver)
+    problem = _load(instance, objective, deadline)
+    result = solve_queueing(problem, solver=solver, formulation=formulation, time_limit=time_limit,
+                            threads=threads, seed=seed, verbose=verbose)
+    payload = {"instance": str(instance), "name": problem.name, **result.to_dict()}
+    if result.solution is not None:
+        payload["evaluation"] = EstimatorEvaluator().evaluate(problem, result.solution).to_dict()
+    text = to_json(payload)
+    write_output(output, text, force)
+    if json_out:
+        print(text)
+    else:
+        t = Table(title=f"Queueing: {problem.name} ({problem.num_groups} groups, {problem.num_queues} queues)",
+                  show_header=False, title_justify="left")
+        t.add_column("", style="bold")
+        t.add_column("")
+        t.add_row("status", result.status.value)
+        t.add_row(f"objective ({problem.objective})", fmt(result.objective, 6))
+        t.add_row("bound", fmt(result.bound, 6))
+        t.add_row("gap", fmt_gap(result.gap))
+        t.add_row("formulation", str(result.stats.get("formulation")))
+        t.add_row("time", f"{result.solve_seconds:.2f} s (model build {result.build_seconds:.2f} s)")
+        if "swaps" in result.stats:
+            t.add_row("swaps / late groups / busy until", f"{result.stats['swaps']} / {result.stats['late_groups']} / "
+                                                          f"{result.stats['busy_s']:.1f} s")
+        if "soft" in result.stats:
+            s = result.stats["soft"]
+            t.add_row("soft version", f"{s['objective']} = {fmt(s['value'], 6)} ({s['late_groups']} late groups)")
+        if "scale_up" in result.stats:
+            rec = result.stats["scale_up"]
+            t.add_row("scale-up", ", ".join(f"+{n} {k}" for k, n in rec["extra_instances"].items()) or rec["message"])
+        if result.validation is not None:
+            t.add_row("validator", "valid, objective recomputed = " + fmt(result.validation.objective, 6)
+                      if result.validation.feasible else result.validation.summary())
+        if result.message:
+            t.add_row("note", result.message)
+        out.print(t)
+        if result.solution is not None:
+            q = Table(title="Virtual queues (in service order)", title_justify="left")
+            q.add_column("queue")
+            q.add_column("groups")
+            for name, groups in result.solution.to_dict()["queues"].items():
+                q.add_row(name, " → ".join(groups) or "-")
+            out.print(q)
+    if result.status == SolveStatus.ERROR:
+        raise typer.Exit(1)
+
+
+def compare_queueing_cmd(
+    instance: Path = typer.Argument(..., help="queueing instance YAML"),
+    objective: str = typer.Option(None, help="objective every method is scored on"),
+    deadline: str = typer.Option(None, help="start or completion"),
+    formulation: str = typer.Option("auto", help="auto | slots | blocks"),
+    solver: str = typer.Option("highs", help=SOLVER_HELP),
+    time_limit: float = typer.Option(None, "--time-limit", help="seconds for the MILP"),
+    evaluator: str = typer.Option("estimator", help="estimator (RWT estimates) or simulator (batching family's simulator)"),
+    json_out: bool = typer.Option(False, "--json"),
+    output: Path = typer.Option(None, "--out", help="also write the JSON comparison to this file"),
+    force: bool = typer.Option(False),
+) -> None:
+    """EDF, FCFS and greedy against the MILP: objective, SLO attainment, swaps, drain time, solve time."""
+    _check(time_limit, formulation, solver)
+    problem = _load(instance, objective, deadline)
+    if evaluator not in EVALUATORS:
+        raise PlannerError(f"--evaluator must be one of {', '.join(EVALUATORS)}, got {evaluator!r}")
+    baselines, milp = compare_queueing(problem, solver=solver, formulation=formulation, time_limit=time_limit)
+    evaluator_impl = EVALUATORS[evaluator]()
+    rows = []
+    for r in [*baselines, milp]:
+        ev = evaluator_impl.evaluate(problem, r.solution).to_dict() if r.solution is not None else None
+        rows.append({**r.to_dict(), "evaluation": ev})
+    text = to_json({"instance": str(instance), "name": problem.name, "objective_name": problem.objective, "methods": rows})
+    write_output(output, text, force)
+    if json_out:
+        print(text)
+        return
+    t = Table(title=f"Queueing compare: {problem.name} (objective {problem.objective}, deadline on {problem.deadline}; "
+                    f"evaluated by the {evaluator})",
+              title_justify="left")
+    for col in ("method", "status", "objective", "SLO attainment", "per class", "swaps", "drain (s)", "tok/s", "time (s)"):
+        t.add_column(col, justify="left" if col in ("method", "status", "per class") else "right")
+    for row in rows:
+        ev = row["evaluation"]
+        per_class = ", ".join(f"{k} {100 * v:.0f}%" for k, v in ev["slo_attainment"].items()) if ev else "-"
+        t.add_row(row["method"], row["status"], fmt(row["objective"], 6),
+                  f"{100 * ev['overall_attainment']:.1f}%" if ev else "-", per_class,
+                  str(ev["swaps"]) if ev else "-", f"{ev['drain_s']:.1f}" if ev else "-",
+                  f"{ev['throughput_tokens_per_s']:.0f}" if ev else "-", f"{row['solve_seconds']:.3f}")
+    out.print(t)
+    if milp.message:
+        out.print(f"MILP: {milp.message}")
+    if milp.status == SolveStatus.INFEASIBLE and problem.hard_deadlines:
+        out.print("the hard SLOs cannot all be met: score every method on a soft objective with "
+                  "--objective total_lateness (or max_lateness, late_groups)")
+
+
+def simulate_queueing_cmd(
+    instance: Path = typer.Argument(..., help="queueing instance YAML whose groups carry arrival times (a trace)"),
+    policy: str = typer.Option("all", help="qlm (MILP re-solved only on a predicted violation) | edf | fcfs | all"),
+    solver: str = typer.Option("highs", help=SOLVER_HELP),
+    time_limit: float = typer.Option(5.0, "--time-limit", help="seconds per MILP re-solve"),
+    json_out: bool = typer.Option(False, "--json"),
+) -> None:
+    """Replay the groups in arrival order; QLM re-solves only when the estimator predicts a violation."""
+    from planner.queueing.trigger import POLICIES, replay_trace
+
+    _check(time_limit, "auto", solver)
+    policies = POLICIES if policy == "all" else (policy,)
+    if any(p not in POLICIES for p in policies):
+        raise PlannerError(f"--policy must be one of {', '.join(POLICIES)} or all, got {policy!r}")
+    problem = load_queueing_instance(instance)
+    reports = [replay_trace(problem, p, solver=solver, time_limit=time_limit) for p in policies]
+    if json_out:
+        print(to_json({"instance": str(instance), "name": problem.name, "replays": [r.to_dict() for r in reports]}))
+        return
+    t = Table(title=f"Queueing trace replay: {problem.name} ({problem.num_groups} groups, {problem.num_queues} instances)",
+              title_justify="left")
+    for col in ("policy", "SLO attainment", "per class", "swaps", "drain (s)", "MILP solves", "MILP time (s)"):
+        t.add_column(col, justify="left" if col in ("policy", "per class") else "right")
+    for r in reports:
+        t.add_row(r.policy, f"{100 * r.overall_attainment:.1f}%",
+                  ", ".join(f"{k} {100 * v:.0f}%" for k, v in r.slo_attainment.items()), str(r.swaps),
+                  f"{r.drain_s:.1f}", str(r.milp_solves), f"{r.milp_seconds:.2f}")
+    out.print(t)
 
 
 def register(groups: CommandGroups) -> None:
     """Add this family's commands to the shared command groups."""
+    groups.solve.command("queueing")(solve_queueing_cmd)
+    groups.compare.command("queueing")(compare_queueing_cmd)
+    groups.simulate.command("queueing")(simulate_queueing_cmd)

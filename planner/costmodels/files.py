@@ -38,6 +38,10 @@ def cost_model_filename(kind: str, model: str, gpu: str, tensor_parallel: int) -
 
 def load_cost_model(path: Path | str) -> AladdinCostModel | BilinearCostModel:
     data = read_yaml_mapping(path)
+    if data.get("kind") == "hetero":  # p1..p8 static-batching model (deployment family, §5.2)
+        from planner.costmodels.models import HeteroCostModel
+
+        return validate_model(HeteroCostModel, data, path)
     if "kind" not in data:
         raise InputError(path, "kind", "required field is missing (aladdin or bilinear)")
     if data["kind"] not in ("aladdin", "bilinear"):

@@ -203,12 +203,32 @@ def fit_bilinear(
     )
 
 
+def fit_hetero(
+    profile: pd.DataFrame, *, source: str, seed: int = 0, time_unit: str = "ms", dropped_rows: int = 0
+):
+    """Fit the p1..p8 model (FORMULATIONS.md §5.2 Eqs. 3–4) for one (model, gpu, tp) group.
+
+    Eq. 3 is the bilinear prefill form and Eq. 4 the sum of bilinear decode steps, so the least-squares
+    problem is exactly `fit_bilinear`'s; the coefficients are stored under the paper's names p1..p8.
+    """
+    from planner.costmodels.models import HeteroCostModel
+
+    bil = fit_bilinear(profile, source=source, seed=seed, time_unit=time_unit, dropped_rows=dropped_rows)
+    pre, dec = bil.prefill, bil.decode
+    return HeteroCostModel(
+        model=bil.model, gpu=bil.gpu, tensor_parallel=bil.tensor_parallel, time_unit=bil.time_unit,
+        p1=pre.alpha, p2=pre.beta, p3=pre.gamma, p4=pre.delta,
+        p5=dec.alpha, p6=dec.beta, p7=dec.gamma, p8=dec.delta,
+        valid_range=bil.valid_range, provenance=bil.provenance, fit=bil.fit,
+    )
+
+
 def fit_groups(
     profile: pd.DataFrame, kind: str, *, source: str, seed: int = 0, dropped_rows: int = 0
 ) -> tuple[list[AladdinCostModel | BilinearCostModel], list[str]]:
     """Fit one model per (model, gpu, tensor_parallel) group: (fitted models, reasons for skipped groups)."""
-    if kind not in ("aladdin", "bilinear"):
-        raise PlannerError(f"unknown cost-model kind {kind!r} (expected aladdin or bilinear)")
+    if kind not in ("aladdin", "bilinear", "hetero"):
+        raise PlannerError(f"unknown cost-model kind {kind!r} (expected aladdin, bilinear or hetero)")
     fitted: list[AladdinCostModel | BilinearCostModel] = []
     skipped: list[str] = []
     for (model_name, gpu_name, tp), rows in profile.groupby(["model", "gpu", "tensor_parallel"], sort=True):
@@ -216,6 +236,8 @@ def fit_groups(
         try:
             if kind == "aladdin":
                 fitted.append(fit_aladdin(rows, source=group_source, seed=seed, dropped_rows=dropped_rows))
+            elif kind == "hetero":
+                fitted.append(fit_hetero(rows, source=group_source, seed=seed, dropped_rows=dropped_rows))
             else:
                 fitted.append(fit_bilinear(rows, source=group_source, seed=seed, dropped_rows=dropped_rows))
         except PlannerError as exc:

@@ -140,4 +140,47 @@ class BilinearCostModel(_Frozen):
         return total * self.seconds_per_unit
 
 
-CostModel = Annotated[AladdinCostModel | BilinearCostModel, Field(discriminator="kind")]
+class HeteroCostModel(_Frozen):
+    """The p1..p8 static-batching model of the heterogeneous-cluster paper (FORMULATIONS.md §5.2).
+
+    * Eq. 3  ``T_prefill(b, I) = p1·b·I + p2·b + p3·I + p4``  (b requests padded to the longest input I)
+    * Eq. 4  ``T_decode(b, I, O) = Σ_{k=1}^{O} [p5·b·(I+k) + p6·b + p7·(I+k) + p8]``
+
+    Fitted per (GPU type, TP degree) by `planner fit --kind hetero`: the same least-squares fit as the
+    bilinear form (p1..p4 = prefill α, β, γ, δ; p5..p8 = decode α, β, γ, δ), stored under the paper's names.
+    """
+
+    kind: Literal["hetero"] = "hetero"
+    model: str
+    gpu: str
+    tensor_parallel: PositiveInt
+    time_unit: Literal["s", "ms"] = "ms"
+    p1: NonNegativeFloat
+    p2: NonNegativeFloat
+    p3: NonNegativeFloat
+    p4: NonNegativeFloat
+    p5: NonNegativeFloat
+    p6: NonNegativeFloat
+    p7: NonNegativeFloat
+    p8: NonNegativeFloat
+    valid_range: ValidRange | None = None
+    provenance: str = ""
+    fit: FitSummary | None = None
+
+    @property
+    def seconds_per_unit(self) -> float:
+        return _TIME_SCALE[self.time_unit]
+
+    def prefill_time_s(self, batch_size: float, input_tokens: float) -> float:
+        """Eq. 3 in seconds."""
+        b, i = batch_size, input_tokens
+        return (self.p1 * b * i + self.p2 * b + self.p3 * i + self.p4) * self.seconds_per_unit
+
+    def decode_time_s(self, batch_size: float, input_tokens: float, output_tokens: float) -> float:
+        """Eq. 4 in seconds, closed form: ``Σ_{k=1}^{O} (I+k) = O·I + O(O+1)/2``."""
+        b, i, o = batch_size, input_tokens, output_tokens
+        context_sum = o * i + o * (o + 1) / 2.0
+        return ((self.p5 * b + self.p7) * context_sum + (self.p6 * b + self.p8) * o) * self.seconds_per_unit
+
+
+CostModel = Annotated[AladdinCostModel | BilinearCostModel | HeteroCostModel, Field(discriminator="kind")]

@@ -376,25 +376,27 @@ def define_kv_capacity(b: ModelBuilder, a: PlacementArrays, s: Slots, x: VarBloc
         if taus.size:
             plan.append((slot, cols_s, req, on_idx, taus))
     # Per worker, chain form or dense rows, whichever has fewer nonzeros.
-    chained = []
+    # A chain needs every request's own breakpoint as a level: τ extended to all of them.
+    chained, chain_taus = [], []
     for slot, cols_s, req, on_idx, taus in plan:
         dense_nnz = int((a.remaining[req][None, :] >= taus[:, None]).sum())
-        chain_nnz = 2 * req.size + 7 * taus.size
+        extended = np.unique(np.concatenate([taus, a.remaining[req][a.remaining[req] >= taus.min()]]))[::-1]
+        chain_nnz = 2 * req.size + 7 * extended.size
         chained.append(chain_nnz < dense_nnz)
-    total = int(sum(p[4].size for p, c in zip(plan, chained) if c))
+        chain_taus.append(extended)
+    total = int(sum(t.size for t, c in zip(chain_taus, chained) if c))
     S = b.add_variables("kv_tokens", total, lower=0.0)
     N = b.add_variables("kv_requests", total, lower=0.0)
     rows_c, cols_c, vals_c, lb_c, ub_c, labels, levels = [], [], [], [], [], [], []
     nrow, offset = 0, 0
-    for (slot, cols_s, req, on_idx, taus), use_chain in zip(plan, chained):
+    for (slot, cols_s, req, on_idx, taus), use_chain, extended in zip(plan, chained, chain_taus):
         Q = taus.size
         lab = int(s.labels[slot])
         r_on = a.remaining[on_idx]
         on_kv = ((a.kv_base[on_idx][None, :] + taus[:, None] - 1.0) * (r_on[None, :] >= taus[:, None])).sum(axis=1)
         r_idx = nrow
         if use_chain:
-            # Every request's own breakpoint must be a chain level: extend τ to all of them.
-            taus = np.unique(np.concatenate([taus, a.remaining[req][a.remaining[req] >= taus.min()]]))[::-1]
+            taus = extended
             on_kv = ((a.kv_base[on_idx][None, :] + taus[:, None] - 1.0) * (r_on[None, :] >= taus[:, None])).sum(axis=1)
             Q = taus.size
             live = a.remaining[req] >= taus.min()

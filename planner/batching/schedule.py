@@ -1,0 +1,99 @@
+"""`Schedule`: the Solution type of every batching method (simulator presets, MIP, brute force).
+
+A schedule is a sequence of batches.  Batch j lists ``(request index, tokens processed)`` pairs
+and the requests evicted at batch j (their KV is dropped, they process nothing in it).  Finished
+requests release their KV after their last batch without an explicit eviction.  Per-request
+metrics (TTFT, TPOT, end-to-end) and totals are filled in by whoever produced the schedule and
+re-derived by the validator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+MAX_BATCHES_IN_JSON = 2000
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Batches as flat arrays: entry k processes ``tokens[k]`` of request ``request[k]`` in ``batch[k]``."""
+
+    num_batches: int
+    batch: np.ndarray  # int, non-decreasing
+    request: np.ndarray  # int
+    tokens: np.ndarray  # int ≥ 1
+    evict_batch: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    evict_request: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    request_ids: tuple[str, ...] = ()
+    metrics: dict[str, Any] = field(default_factory=dict)  # totals: latency, tps, ttft, tpot, evictions…
+    per_request: dict[str, np.ndarray] = field(default_factory=dict)  # ttft, tpot, e2e, finish, evictions
+    batch_seconds: np.ndarray | None = None
+    kv_used: np.ndarray | None = None  # Σ KV tokens held after each batch
+
+    @staticmethod
+    def from_batches(batches: list[dict[int, int]], evictions: list[list[int]] | None = None,
+                     request_ids: tuple[str, ...] = ()) -> "Schedule":
+        """Build from ``[{request: tokens}, …]`` and ``[[evicted requests], …]`` per batch."""
+        evictions = evictions or [[] for _ in batches]
+        b, r, t, eb, er = [], [], [], [], []
+        for j, entries in enumerate(batches):
+            for i, c in sorted(entries.items()):
+                if c > 0:
+                    b.append(j), r.append(i), t.append(c)
+            for i in sorted(evictions[j]):
+                eb.append(j), er.append(i)
+        arr = lambda v: np.asarray(v, dtype=np.int64)  # noqa: E731
+        return Schedule(len(batches), arr(b), arr(r), arr(t), arr(eb), arr(er), request_ids)
+
+    def batches(self) -> list[dict[int, int]]:
+        out: list[dict[int, int]] = [{} for _ in range(self.num_batches)]
+        for j, i, c in zip(self.batch.tolist(), self.request.tolist(), self.tokens.tolist()):
+            out[j][i] = out[j].get(i, 0) + c
+        return out
+
+    def evictions(self) -> list[list[int]]:
+        out: list[list[int]] = [[] for _ in range(self.num_batches)]
+        for j, i in zip(self.evict_batch.tolist(), self.evict_request.tolist()):
+            out[j].append(i)
+        return out
+
+    def with_results(self, metrics: dict[str, Any], per_request: dict[str, np.ndarray],
+                     batch_seconds: np.ndarray, kv_used: np.ndarray) -> "Schedule":
+        return Schedule(self.num_batches, self.batch, self.request, self.tokens, self.evict_batch,
+                        self.evict_request, self.request_ids, metrics, per_request, batch_seconds, kv_used)
+
+    def per_request_rows(self) -> list[dict[str, Any]]:
+        """The per-request table: id, ttft, tpot, e2e, finish, evictions."""
+        if not self.per_request:
+            return []
+        n = len(next(iter(self.per_request.values())))
+        ids = self.request_ids or tuple(f"r{i}" for i in range(n))
+        keys = list(self.per_request)
+        return [{"id": ids[i], **{k: _plain(self.per_request[k][i]) for k in keys}} for i in range(n)]
+
+    def to_dict(self) -> dict[str, Any]:
+        ids = self.request_ids or tuple(str(i) for i in range(int(self.request.max(initial=-1)) + 1))
+        data: dict[str, Any] = {"num_batches": self.num_batches, "metrics": {k: _plain(v) for k, v in self.metrics.items()},
+                                "requests": self.per_request_rows()}
+        if self.num_batches <= MAX_BATCHES_IN_JSON:
+            batches = self.batches()
+            evictions = self.evictions()
+            data["batches"] = [
+                {"tokens": {ids[i]: c for i, c in batches[j].items()}, "evicted": [ids[i] for i in evictions[j]],
+                 **({"seconds": float(self.batch_seconds[j])} if self.batch_seconds is not None else {})}
+                for j in range(self.num_batches)
+            ]
+        else:
+            data["batches"] = f"omitted ({self.num_batches} batches > {MAX_BATCHES_IN_JSON})"
+        return data
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, float) and not np.isfinite(v):
+        return None
+    return v

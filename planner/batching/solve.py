@@ -1,0 +1,210 @@
+"""Pipelines returning `Result`: a preset scheduler (`run_scheduler`), the MIP (`solve_batching`)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from planner.batching.bounds import latency_lower_bound, ttft_lower_bound
+from planner.batching.formulation import (batch_count_bound, time_unit, build_model, compress_schedule, extract_schedule,
+                                          warm_start_vector)
+from planner.batching.problem import BatchingProblem
+from planner.batching.scheduler import PRESETS, SchedulerConfig, simulate, summary_metrics
+from planner.batching.schedule import Schedule
+from planner.batching.validator import validate_schedule
+from planner.core.result import Result
+from planner.errors import InfeasibleError, PlannerError
+from planner.solver import SolveOptions, SolveStatus, check_solver_name, diagnose_infeasibility, solve
+
+FAMILY = "batching"
+OBJECTIVES = ("latency", "ttft")
+
+
+def _objective_of(schedule: Schedule, objective: str) -> float:
+    return float(schedule.metrics["total_latency" if objective == "latency" else "mean_ttft"])
+
+
+def lower_bound(problem: BatchingProblem, objective: str = "latency") -> float:
+    return latency_lower_bound(problem) if objective == "latency" else ttft_lower_bound(problem)
+
+
+def run_scheduler(problem: BatchingProblem, scheduler: str | SchedulerConfig, objective: str = "latency",
+                  **overrides) -> Result:
+    """Simulate one policy; the objective is the validator's recomputation."""
+    problem.check_feasible()
+    sim = simulate(problem, scheduler, **overrides)
+    name = sim.config.name
+    C, P, M, R = (sim.schedule.metrics[k] for k in ("C", "P", "M", "R_max"))
+    checked = problem.with_limits(C=C, P=P, M=M, R_max=R) if (C, P, M, R) != (
+        problem.C, problem.prefill_limit, problem.M, problem.running_limit) else problem
+    report = validate_schedule(checked, sim.schedule, objective)
+    bound = lower_bound(checked, objective)
+    return Result(FAMILY, name, "simulator", SolveStatus.FEASIBLE if report.feasible else SolveStatus.ERROR,
+                  report.objective, bound, sim.seconds, sim.schedule, validation=report,
+                  bound_source="combinatorial lower bound",
+                  message="" if report.feasible else "schedule failed validation: " + report.summary(),
+                  stats={"batches": sim.schedule.num_batches})
+
+
+def _finish_metrics(problem: BatchingProblem, schedule: Schedule, report) -> Schedule:
+    """Per-request metrics of a schedule from the validator's replay times."""
+    secs = np.asarray(report.details["batch_seconds"], float)
+    reqs = problem.requests
+    n = len(reqs)
+    first = np.full(n, np.nan)
+    finish = np.full(n, np.nan)
+    evictions = np.zeros(n, np.int64)
+    clock = 0.0
+    produced = np.zeros(n, np.int64)
+    kv = np.zeros(n, np.int64)
+    Iin = problem.inputs.copy()
+    kv_used = np.zeros(schedule.num_batches, np.int64)
+    batches, evicted = schedule.batches(), schedule.evictions()
+    for j in range(schedule.num_batches):
+        for i in evicted[j]:
+            if kv[i] >= Iin[i]:
+                Iin[i] = kv[i] + 1
+            if kv[i] > 0:
+                evictions[i] += 1
+            kv[i] = 0
+        if batches[j]:
+            clock = max([clock] + [reqs[i].arrival for i in batches[j]]) + secs[j]
+        for i, c in batches[j].items():
+            kv[i] += c
+            if kv[i] >= Iin[i]:
+                produced[i] += 1
+                if np.isnan(first[i]):
+                    first[i] = clock
+                if produced[i] == reqs[i].output_len:
+                    finish[i] = clock
+        kv_used[j] = kv.sum()
+        kv[produced >= problem.outputs] = 0
+    arrivals = problem.arrivals
+    O = problem.outputs
+    per_request = {"ttft": first - arrivals, "tpot": np.where(O > 1, (finish - first) / np.maximum(O - 1, 1), np.nan),
+                   "e2e": finish - arrivals, "finish": finish, "evictions": evictions}
+    metrics = summary_metrics(problem, per_request, clock, secs, kv_used, int(evictions.sum()))
+    return schedule.with_results(metrics, per_request, secs, kv_used)
+
+
+def heuristic_results(problem: BatchingProblem, objective: str = "latency") -> dict[str, Result]:
+    """Every preset that can finish the instance (stuck presets are left out)."""
+    out = {}
+    for name in PRESETS:
+        try:
+            out[name] = run_scheduler(problem, name, objective)
+        except InfeasibleError:
+            continue
+    return out
+
+
+#: Largest request × batch grid the MIP is built for (B = 32, J = 68 is 2,176 cells and ~207k rows).
+MAX_MIP_CELLS = 6_000
+
+
+def _mip_too_large(problem: BatchingProblem, objective: str, solver: str, valid: dict[str, Result], batches: int,
+                   max_cells: int, seconds: float) -> Result:
+    """Best preset schedule + combinatorial bound when the MIP grid is too large to build."""
+    method = "mip" if objective == "latency" else "mip-ttft"
+    comb = lower_bound(problem, objective)
+    message = (f"MIP not built: {problem.n} requests × J={batches} batches = {problem.n * batches} cells "
+               f"> {max_cells}; reporting the best preset schedule and the combinatorial lower bound")
+    if not valid:
+        return Result(FAMILY, method, solver, SolveStatus.NO_SOLUTION, None, comb, seconds, None,
+                      message=message, bound_source="combinatorial lower bound", stats={"J": batches})
+    name, best = min(valid.items(), key=lambda kv: kv[1].objective)
+    status = SolveStatus.OPTIMAL if best.objective <= comb * (1 + 1e-9) else SolveStatus.FEASIBLE
+    return Result(FAMILY, method, solver, status, best.objective, comb, seconds, best.solution,
+                  message=f"{message} ({name})", validation=best.validation,
+                  bound_source="combinatorial lower bound", stats={"J": batches, "best_preset": name})
+
+
+def solve_batching(
+    problem: BatchingProblem,
+    *,
+    objective: str = "latency",
+    solver: str = "highs",
+    time_limit: float | None = 60.0,
+    threads: int | None = None,
+    seed: int = 0,
+    batches: int | None = None,
+    goal_scheduler: str | None = None,
+    goal_factor: float = 0.9,
+    warm_start: bool = True,
+    cuts: bool | tuple[str, ...] = True,
+    max_cells: int = MAX_MIP_CELLS,
+) -> Result:
+    """The §3.3 MIP: J from the heuristics (or ``batches``), warm start from the best heuristic,
+    optional goal constraint ``latency ≤ goal_factor × latency(goal_scheduler)``; ``cuts`` picks the
+    valid inequalities (`formulation.build_model`).  Instances with more than ``max_cells``
+    request × batch cells (about 100 rows each) are not built: the best preset and the combinatorial
+    lower bound are returned instead, with a message saying so."""
+    if objective not in OBJECTIVES:
+        raise PlannerError(f"unknown objective {objective!r} (expected latency or ttft)")
+    solver = check_solver_name(solver)
+    problem.check_feasible()
+    t0 = time.perf_counter()
+    heur = heuristic_results(problem, objective)
+    valid = {k: r for k, r in heur.items() if r.validation and r.validation.feasible}
+    if batches is None:
+        if not valid:
+            raise PlannerError("no preset scheduler finishes this instance; give the batch count with --batches")
+        best_latency = min(float(r.solution.metrics["total_latency"]) for r in valid.values())
+        # Any schedule at least as good as the best heuristic has busy time ≤ its latency, so at most
+        # this many non-empty batches (online too: the total of the batch times ≤ the end of the last).
+        batches = batch_count_bound(problem, best_latency)
+        batches = max(batches, min(compress_schedule(r.solution).num_batches for r in valid.values()))
+    if problem.n * batches > max_cells:
+        return _mip_too_large(problem, objective, solver, valid, batches, max_cells, time.perf_counter() - t0)
+    goal = None
+    if goal_scheduler is not None:
+        base = heur.get(goal_scheduler) or run_scheduler(problem, goal_scheduler, "latency")
+        goal = goal_factor * float(base.solution.metrics["total_latency"])
+    bm = build_model(problem, batches, objective, goal, cuts=cuts)
+    x0 = None
+    best_name = None
+    if warm_start and valid:
+        ranked = sorted(valid.items(), key=lambda kv: kv[1].objective)
+        for name, res in ranked:
+            if goal is not None and res.solution.metrics["total_latency"] > goal + 1e-12:
+                continue
+            x0 = warm_start_vector(problem, bm, res.solution)
+            if x0 is not None and bm.model.max_violation(x0) <= 1e-6:
+                best_name = name
+                break
+            x0 = None
+    build_seconds = time.perf_counter() - t0
+    out = solve(bm.model, solver, SolveOptions(time_limit=time_limit, threads=threads, seed=seed, warm_start=x0,
+                                                  mip_rel_gap=1e-7, mip_abs_gap=1e-6))
+    unit = time_unit(problem)
+    mip_objective = out.objective / unit if out.objective is not None else None
+    mip_bound = out.bound / unit if out.bound is not None and np.isfinite(out.bound) else None
+    comb = lower_bound(problem, objective)
+    bound = max(mip_bound, comb) if mip_bound is not None else comb
+    stats = {"J": batches, "columns": bm.model.num_cols, "rows": bm.model.num_rows,
+             "integer_columns": bm.model.num_integer, "warm_start": best_name, "nodes": out.node_count,
+             "combinatorial_bound": comb}
+    method = "mip" if objective == "latency" else "mip-ttft"
+    if not out.status.has_solution:
+        message = out.message
+        if out.status == SolveStatus.INFEASIBLE:
+            diag = diagnose_infeasibility(bm.model, solver, time_limit_per_test=5.0)
+            message = f"no schedule within J={batches} batches ({diag.summary()})"
+        return Result(FAMILY, method, solver, out.status, None, bound, out.seconds, None, build_seconds=build_seconds,
+                      message=message, bound_source="MIP bound", stats=stats)
+    schedule = extract_schedule(problem, bm, out.x)
+    report = validate_schedule(problem, schedule, objective)
+    schedule = _finish_metrics(problem, schedule, report)
+    status = out.status
+    message = out.message
+    if not report.feasible:
+        status = SolveStatus.ERROR
+        message = "MIP schedule failed validation: " + report.summary()
+    elif abs(report.objective - mip_objective) > 1e-6 * abs(report.objective):
+        message = (f"MIP objective {mip_objective:.9g} differs from the replayed cost {report.objective:.9g}")
+    bound = min(bound, report.objective) if status == SolveStatus.OPTIMAL else bound
+    return Result(FAMILY, method, solver, status, report.objective, bound, out.seconds, schedule,
+                  build_seconds=build_seconds, message=message, validation=report,
+                  bound_source="MIP bound" if mip_bound is not None and mip_bound >= comb else "combinatorial lower bound",
+                  stats={**stats, "mip_objective": mip_objective})

@@ -1,0 +1,240 @@
+"""Outputs of `planner capacity`: a self-contained HTML report (plots embedded as base64 PNGs),
+``points.csv`` / ``points.parquet`` (every point) and ``eq7.csv`` (the fitted lines).
+
+Files are written atomically (temporary file + rename).  They are derived from the results
+database of the same directory, so a re-run of the same scenario regenerates them.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import os
+from numbers import Number
+from datetime import datetime, timezone
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from planner.capacity.run import CapacityResult, horizon_note  # noqa: E402
+
+POINT_COLUMNS = (
+    "gpu", "tensor_parallel", "rate", "requests", "method", "status", "plan_source", "workers", "gpus",
+    "bound_workers", "bound_gpus", "bound_source", "guarantee", "best_fit_workers", "best_fit_gap",
+    "gap_reference", "price_per_gpu_hour", "usd_per_hour", "eq7_workers", "best_config", "seconds", "note",
+)
+
+CSS = """
+body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 2em auto; max-width: 1100px;
+       color: #222; line-height: 1.45; padding: 0 1em; }
+h1 { font-size: 1.6em; margin-bottom: 0.2em; } h2 { font-size: 1.25em; margin-top: 1.6em; border-bottom: 1px solid #ddd; }
+.sub { color: #666; margin-top: 0; }
+table { border-collapse: collapse; margin: 0.6em 0; font-size: 0.9em; }
+th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; }
+th { background: #f3f5f7; } td.l, th.l { text-align: left; }
+tr.best td { background: #eef8ee; }
+.answer { background: #f6f8fb; border-left: 4px solid #3b6fb6; padding: 0.6em 1em; margin: 1em 0; }
+img { max-width: 100%; border: 1px solid #eee; margin: 0.4em 0; }
+.small { font-size: 0.85em; color: #555; }
+"""
+
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def _series(points: pd.DataFrame):
+    for (gpu, tp), frame in points.groupby(["gpu", "tensor_parallel"], sort=True):
+        yield f"{gpu} TP{tp}", frame.sort_values("rate")
+
+
+def plot_gpus(result: CapacityResult) -> str:
+    fig, ax = plt.subplots(figsize=(9, 4.8))
+    fits = {(r.gpu, r.tensor_parallel): r for r in result.fits.itertuples()}
+    for k, (label, frame) in enumerate(_series(result.points)):
+        color = f"C{k}"
+        ax.plot(frame.rate, frame.gpus, "o-", color=color, label=f"{label}: plan")
+        ax.fill_between(frame.rate, frame.bound_gpus, frame.gpus, color=color, alpha=0.15, step=None)
+        ax.plot(frame.rate, frame.bound_gpus, "v", color=color, alpha=0.7, markersize=5)
+        fit = fits.get((frame.gpu.iloc[0], frame.tensor_parallel.iloc[0]))
+        if fit is not None:
+            xs = pd.Series(sorted(set(frame.rate)))
+            tp = frame.tensor_parallel.iloc[0]
+            ax.plot(xs, (fit.k_w * xs + fit.c_w) * tp, "--", color=color, alpha=0.6, linewidth=1)
+    ax.set_xlabel("arrival rate (req/s)")
+    ax.set_ylabel("GPUs")
+    ax.set_title("GPUs needed vs arrival rate (band: lower bound ▼ to plan ●; dashed: Eq. 7 fit)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    return _png(fig)
+
+
+def plot_cost(result: CapacityResult) -> str:
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    for k, (label, frame) in enumerate(_series(result.points)):
+        ax.plot(frame.rate, frame.usd_per_hour, "o-", color=f"C{k}", label=label)
+    ax.set_xlabel("arrival rate (req/s)")
+    ax.set_ylabel("US$ per hour")
+    ax.set_title("Fleet cost vs arrival rate")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    return _png(fig)
+
+
+def plot_gap(result: CapacityResult) -> str:
+    fig, ax = plt.subplots(figsize=(9, 3.8))
+    for k, (label, frame) in enumerate(_series(result.points)):
+        ax.plot(frame.rate, 100 * frame.best_fit_gap, "-", color=f"C{k}", label=label)
+        exact = frame.gap_reference == "optimum"
+        ax.plot(frame.rate[exact], 100 * frame.best_fit_gap[exact], "o", color=f"C{k}")
+        ax.plot(frame.rate[~exact], 100 * frame.best_fit_gap[~exact], "o", color=f"C{k}", markerfacecolor="white")
+    ax.set_xlabel("arrival rate (req/s)")
+    ax.set_ylabel("best-fit gap (%)")
+    ax.set_title("Best-fit vs the optimum (● filled) or vs the lower bound where no optimum is proven (○ hollow)",
+                 fontsize=10)
+    ax.set_ylim(bottom=-1)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    return _png(fig)
+
+
+def _table(frame: pd.DataFrame, columns: list[tuple[str, str]], best_col: str | None = None) -> str:
+    head = "".join(f"<th class='l'>{html.escape(t)}</th>" if i == 0 else f"<th>{html.escape(t)}</th>"
+                   for i, (_, t) in enumerate(columns))
+    body = []
+    for _, row in frame.iterrows():
+        cls = " class='best'" if best_col and bool(row.get(best_col)) else ""
+        cells = []
+        for i, (col, _) in enumerate(columns):
+            value = row[col]
+            if isinstance(value, float):
+                text = f"{value:.4g}" if col not in ("usd_per_hour", "best_fit_gap") else (
+                    f"{value:,.2f}" if col == "usd_per_hour" else f"{100 * value:.1f}%")
+            else:
+                text = "-" if value is None else str(value)
+            left = i == 0 or not isinstance(value, Number) or isinstance(value, (bool, np.bool_))
+            cells.append(f"<td{' class=l' if left else ''}>"
+                         f"{html.escape(text)}</td>")
+        body.append(f"<tr{cls}>{''.join(cells)}</tr>")
+    return f"<table><tr>{head}</tr>{''.join(body)}</table>"
+
+
+def answer_lines(result: CapacityResult) -> list[str]:
+    """One sentence per GPU type at the highest rate, cheapest first."""
+    pts = result.points
+    if pts.empty:
+        return []
+    top = max(pts.rate)
+    best = pts[(pts.rate == top) & pts.best_config].sort_values("usd_per_hour")
+    lines = []
+    cheapest = None
+    for row in best.itertuples():
+        cheapest = cheapest or row
+        extra = "" if row is cheapest else f" ({row.usd_per_hour / cheapest.usd_per_hour - 1:+.0%} vs {cheapest.gpu})"
+        lines.append(
+            f"At {top:g} req/s: {row.gpus} × {row.gpu} (TP {row.tensor_parallel}, {row.workers} workers) "
+            f"for ${row.usd_per_hour:,.2f}/h{extra}; no plan can do it with fewer than {row.bound_gpus} GPUs "
+            f"({row.status})."
+        )
+    return lines
+
+
+def render_html(result: CapacityResult) -> str:
+    s = result.scenario
+    pts = result.points
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Capacity plan: {html.escape(s.name)}</title>"
+             f"<style>{CSS}</style></head><body>"]
+    parts.append(f"<h1>Capacity plan: {html.escape(s.name)}</h1>")
+    parts.append(f"<p class='sub'>{html.escape(s.model.name)} · TTFT ≤ {s.ttft_s:g} s · ATGT ≤ {s.atgt_s * 1000:g} ms · "
+                 f"workload: {html.escape(s.workload_label)} · rates {', '.join(f'{r:g}' for r in s.rates)} req/s</p>")
+    answers = answer_lines(result)
+    if answers:
+        parts.append("<div class='answer'>" + "<br>".join(html.escape(a) for a in answers) + "</div>")
+    if result.failures:
+        parts.append(f"<p><b>{len(result.failures)} point(s) failed</b> (re-run the same command to retry): "
+                     + "; ".join(html.escape(f"{k}: {v}") for k, v in list(result.failures.items())[:5]) + "</p>")
+    if not pts.empty:
+        parts.append("<h2>GPUs vs arrival rate</h2>")
+        parts.append(f"<img alt='GPUs vs rate' src='{plot_gpus(result)}'>")
+        parts.append("<h2>Cost vs arrival rate</h2>")
+        parts.append(f"<img alt='cost vs rate' src='{plot_cost(result)}'>")
+        parts.append("<h2>Best configuration per GPU type and rate</h2>")
+        best = pts[pts.best_config].sort_values(["rate", "usd_per_hour"])
+        parts.append(_table(best, [("gpu", "GPU type"), ("rate", "req/s"), ("tensor_parallel", "TP"),
+                                   ("workers", "workers"), ("gpus", "GPUs"), ("bound_gpus", "≥ GPUs (bound)"),
+                                   ("usd_per_hour", "$/h"), ("status", "status")]))
+        parts.append("<h2>Heuristic vs optimum</h2>")
+        parts.append(f"<img alt='best-fit gap' src='{plot_gap(result)}'>")
+    if not result.fits.empty:
+        parts.append("<h2>Eq. 7: workers = ⌈k·λ + c⌉</h2>")
+        fits = result.fits.copy()
+        parts.append(_table(fits, [("gpu", "GPU type"), ("tensor_parallel", "TP"), ("k_w", "k (workers per req/s)"),
+                                   ("c_w", "c (workers)"), ("r2", "R²")]))
+    if result.eq6:
+        parts.append("<h2>Worker configuration (Eqs. 5–6: decode tokens/s per GPU)</h2>")
+        rows = []
+        for gpu, report in result.eq6.items():
+            for o in report.options:
+                rows.append({"gpu": gpu, "tp": o.tensor_parallel, "feasible": "yes" if o.feasible else o.reason,
+                             "tok": o.tokens_per_s_per_gpu, "batch": o.batch, "bottleneck": o.bottleneck,
+                             "best": report.best is not None and o.tensor_parallel == report.best.tensor_parallel})
+        parts.append(_table(pd.DataFrame(rows), [("gpu", "GPU type"), ("tp", "TP"), ("feasible", "feasible"),
+                                                 ("tok", "tokens/s per GPU"), ("batch", "batch"),
+                                                 ("bottleneck", "bottleneck")], best_col="best"))
+    if result.excluded:
+        parts.append("<h2>Configurations left out</h2><ul>" + "".join(
+            f"<li>{html.escape(e.gpu)} TP {e.tensor_parallel}: {html.escape(e.reason)}</li>" for e in result.excluded)
+            + "</ul>")
+    if not pts.empty:
+        parts.append("<h2>Every point</h2>")
+        parts.append(_table(pts, [("gpu", "GPU type"), ("tensor_parallel", "TP"), ("rate", "req/s"),
+                                  ("requests", "requests"), ("method", "method"), ("status", "status"),
+                                  ("workers", "workers"), ("bound_workers", "≥ workers"), ("gpus", "GPUs"),
+                                  ("best_fit_workers", "best-fit"), ("best_fit_gap", "best-fit gap"),
+                                  ("usd_per_hour", "$/h"), ("seconds", "s")], best_col="best_config"))
+    parts.append("<h2>How to read this</h2><ul class='small'>")
+    parts.append(f"<li>Load at each rate: the requests decoding at one instant in steady state ({html.escape(horizon_note(s))}); "
+                 "requests decode at the SLO pace. The snapshot of a lower rate is a subset of a higher rate's, so the true "
+                 "minimum is non-decreasing in the rate.</li>")
+    parts.append("<li>Plans come from the placement MIP (HiGHS, time limit "
+                 f"{s.time_limit_s:g} s) for snapshots of at most {s.exact_max_requests} requests, else from best-fit; every plan "
+                 "passes the placement family's independent validator. 'optimal' = the plan meets a proven lower bound.</li>")
+    parts.append("<li>Guarantee: the bound is the solver's dual bound or the combinatorial lower bound (ATGT/KV volume, "
+                 "Martello–Toth L2); no placement of the snapshot can use fewer workers.</li>")
+    parts.append("<li>GPUs = workers × TP; $/h = GPUs × the scenario's price per GPU-hour. TTFT is checked per "
+                 "configuration (one prefill of the p99 prompt), not per snapshot.</li>")
+    parts.append(f"<li>Sweep: {html.escape(result.summary.line())}.</li></ul>")
+    parts.append(f"<p class='small'>Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC} by planner capacity from "
+                 f"{html.escape(s.source)}.</p></body></html>")
+    return "".join(parts)
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def write_outputs(result: CapacityResult, out_dir: Path) -> dict[str, Path]:
+    """Write report.html, points.csv, points.parquet and eq7.csv into ``out_dir``; return the paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pts = result.points
+    table = pts.reindex(columns=list(POINT_COLUMNS)) if not pts.empty else pd.DataFrame(columns=list(POINT_COLUMNS))
+    paths = {"report": out_dir / "report.html", "csv": out_dir / "points.csv",
+             "parquet": out_dir / "points.parquet", "eq7": out_dir / "eq7.csv"}
+    _atomic_write(paths["csv"], table.to_csv(index=False).encode())
+    buf = io.BytesIO()
+    table.astype({"eq7_workers": "Float64"}).to_parquet(buf, index=False)
+    _atomic_write(paths["parquet"], buf.getvalue())
+    _atomic_write(paths["eq7"], result.fits.to_csv(index=False).encode())
+    _atomic_write(paths["report"], render_html(result).encode())
+    return paths

@@ -1,0 +1,343 @@
+"""Exact optimum of G = n / t: branch-and-bound on batch sequences with a rising ratio λ.
+
+Why this method (and not a MIP).  G is a ratio of an integer count and a sum of latencies whose
+waiting part is a running sum of batch maxima; a MIP needs big-M rows for the max-of-batch, the
+SLO indicators *and* a parametric (Dinkelbach) outer loop, and its LP relaxation is weak (its
+bound stays near N / Σ t_exec).  The structure is easier to exploit directly:
+
+* parametric view: G* > λ iff some plan has n − λ·t > 0.  λ starts at G of the best baseline
+  polished by local search (`solve.best_heuristic_plan`) and rises whenever the search completes a better plan, so every
+  test below is "can this subtree still reach n − λ·t > 0 at the current λ";
+* a plan is a sequence of batches (sets: the order inside a batch does not matter), so the search
+  branches on "which set of ≤ b_max remaining jobs (within the token capacity) runs next";
+* the state after a prefix is (remaining set R, start W of the next batch, n and t so far), and
+  everything later depends only on (R, W).  At b_max > 1 a new node is dropped when an already
+  *visited* label (W', n', t') of the same R has W' ≤ W and n' − λ·t' ≥ n − λ·t at the current λ.
+  Valid although λ rises: that label's subtree is finished, so every plan in it has G ≤ λ; if a
+  completion c made the new node's plan beat λ, then n + n_c − λ(t + t_c) > 0, hence
+  n' + n_c − λ(t' + t_c) > 0 (c only gets better from an earlier start), i.e. a plan of the
+  finished subtree would beat λ — a contradiction.  At b_max = 1, W is fixed by R (the O(2^N·N)
+  DP over subsets) and the label test is λ-free Pareto (n' ≥ n, t' ≤ t), because the interchange
+  rule below delegates to subtrees that may not be finished yet (a scalar test there was
+  measured to lose optima);
+* bound: a node is pruned when n + n_UB(R, W) − λ·(t + t_LB(R, W)) ≤ 0 (no completion beats λ), where
+
+  - ``t_LB`` = |R|·W + Σ_{i∈R} m_i + a lower bound on the waiting inside R: m_i = min_b t_exec,i(b);
+    at b_max = 1 the SPT sum (exact); at b_max > 1 see `batched_waiting_bound`;
+  - ``n_UB`` = Moore–Hodgson (max on-time jobs on one machine) on a relaxation: at b_max = 1 job i
+    has processing t_exec,i(1) and due date slack_i + t_exec,i(1) − W (exact for the count); at
+    b_max > 1 job i gets processing m_i / b_max and due date latest_start_i − W + its share plus
+    (b_max − 1) shares of batch-mates, valid because a batch lasts at least the mean of its
+    jobs' m over b_max slots;
+* at b_max = 1, adjacent interchange: the branch "…, i, j" is dropped when "…, j, i" (same set, same
+  finishing time) meets at least as many SLOs with no more latency (ties: lower index first);
+* at b_max = 1, once n_UB = 0 the rest is pure Σ-latency minimisation and SPT solves it exactly,
+  so the node is closed in one step.
+
+When the time or node limit stops the search, the reported upper bound on G is the smaller of
+(i) λ + max(0, U) / t_LB(root), where U bounds n − λ·t over every unexplored child of the nodes on
+the DFS stack (any plan has n − λ·t ≤ U and t ≥ t_LB(root)), and (ii) the largest
+(n + n_UB) / (t + t_LB) over the same children.  Agreement with exhaustive search is tested on
+random instances up to N = 7 and b_max = 1..4.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import time
+from dataclasses import dataclass, field
+
+from planner.priority.heuristics import Plan
+from planner.priority.problem import SUCCESS_TOLERANCE_MS, PriorityProblem
+
+VALUE_TOLERANCE = 1e-9  # an improvement of n − λ·t must exceed this (relative to N) to count
+MAX_MEMO_LABELS = 3_000_000
+
+
+@dataclass(frozen=True)
+class ExactOutcome:
+    plan: Plan
+    proven: bool
+    bound_g: float  # upper bound on G (req/s)
+    nodes: int
+    seconds: float
+    message: str = ""
+
+
+def batched_waiting_bound(mins: list[float], b_max: int) -> float:
+    """Lower bound on Σ waiting inside a block of jobs cut into batches of ≤ b_max jobs.
+
+    ``mins`` = each job's shortest possible execution time, ascending (r jobs).  With Q batches,
+    the k-th shortest batch lasts at least ``max(m_(k), m_(r − (Q−k−1)·b_max − 1))`` (batches
+    longer than it hold at most (Q−k−1)·b_max jobs, so every job beyond that rank has m ≤ its
+    duration) and the batch run k-th delays at least ``max(r − (k+1)·b_max, Q − k − 1)`` later
+    jobs; pairing shortest durations with the largest delays (rearrangement) gives the bound
+    for Q, and the minimum over Q = ⌈r/b_max⌉..r is valid for any batching.  Q grows until
+    Σ_k m_(k)·(Q−k−1), a lower bound of every larger Q's value that grows with Q, exceeds the best.
+    """
+    r = len(mins)
+    if r <= 1:
+        return 0.0
+    best = math.inf
+    for q in range(-(-r // b_max), r + 1):
+        floor_q = 0.0
+        value = 0.0
+        for k in range(q):
+            rank = r - (q - k - 1) * b_max - 1
+            m_k = mins[k]
+            duration = mins[rank] if rank >= 0 and mins[rank] > m_k else m_k
+            behind = r - (k + 1) * b_max
+            if behind < q - k - 1:
+                behind = q - k - 1
+            value += duration * behind
+            floor_q += m_k * (q - k - 1)
+        if value < best:
+            best = value
+        if floor_q >= best:
+            break
+    return best
+
+
+class _Stop(Exception):
+    pass
+
+
+@dataclass
+class _Frame:
+    """One DFS node on the stack: its children and how many were explored."""
+
+    mask: int
+    children: list[tuple] = field(default_factory=list)
+    explored: int = 0
+
+
+class _ParametricSearch:
+    """max over plans of n − λ·t (t in ms) by depth-first branch-and-bound with dominance."""
+
+    def __init__(self, problem: PriorityProblem, lam: float, deadline: float | None, node_limit: int | None,
+                 latency_cache: dict[int, float]):
+        tab = problem.tables
+        self.jobs = problem.size
+        self.b_max = problem.b_max
+        self.capacity = problem.token_capacity
+        self.lam = lam
+        self.execs = tab.exec_ms.tolist()
+        self.slack = (tab.slack_ms + SUCCESS_TOLERANCE_MS).tolist()
+        self.tokens = tab.tokens.tolist()
+        self.min_exec = tab.exec_ms.min(axis=1).tolist()
+        self.latest_start = (tab.slack_ms.max(axis=1) + SUCCESS_TOLERANCE_MS).tolist()
+        self.by_min_exec = sorted(range(self.jobs), key=lambda i: self.min_exec[i])
+        if self.b_max == 1:  # processing t_exec(1), due date (W-relative) slack + t_exec(1)
+            self.proc = [row[0] for row in self.execs]
+            self.due = [self.slack[i][0] + self.proc[i] for i in range(self.jobs)]
+        else:  # processing m_i / b_max, due date latest start + own share (+ batch-mates, per node)
+            self.proc = [m / self.b_max for m in self.min_exec]
+            self.due = [self.latest_start[i] + self.proc[i] for i in range(self.jobs)]
+        self.by_due = sorted(range(self.jobs), key=lambda i: (self.due[i], self.proc[i]))
+        self.deadline = deadline
+        self.node_limit = node_limit
+        self.nodes = 0
+        self.tolerance = VALUE_TOLERANCE * max(1, self.jobs)
+        self.best: Plan | None = None
+        self.memo: dict[int, list[tuple[float, int, float]]] = {}
+        self.memo_size = 0
+        self.latency_cache = latency_cache
+        self.path: list[tuple[int, ...]] = []
+        self.frames: list[_Frame] = []
+
+    # ---- bounds -------------------------------------------------------------------------
+    def max_more_met(self, remaining: list[int], wait: float) -> int:
+        """n_UB: Moore–Hodgson on the relaxation described in the module docstring.  The due-date
+        order does not depend on W, so jobs are visited in an order sorted once (``by_due``)."""
+        mask = 0
+        for i in remaining:
+            if self.latest_start[i] >= wait:
+                mask |= 1 << i
+        if not mask:
+            return 0
+        if self.b_max == 1:
+            items = [(self.due[i] - wait, self.proc[i]) for i in self.by_due if mask >> i & 1]
+        else:
+            mates = (self.b_max - 1) * max(self.proc[i] for i in remaining if mask >> i & 1)
+            items = [(self.due[i] - wait + mates, self.proc[i]) for i in self.by_due if mask >> i & 1]
+        heap: list[float] = []
+        busy = 0.0
+        for due, proc in items:
+            heapq.heappush(heap, -proc)
+            busy += proc
+            if busy > due + 1e-9:
+                busy += heapq.heappop(heap)  # drop the longest job scheduled so far
+        return len(heap)
+
+    def min_more_latency(self, mask: int, count: int, wait: float) -> float:
+        """t_LB of the remaining jobs (see the module docstring); the W-free part is cached per set."""
+        cached = self.latency_cache.get(mask)
+        if cached is None:
+            mins = [self.min_exec[i] for i in self.by_min_exec if mask >> i & 1]
+            if self.b_max == 1:  # SPT: the k-th shortest job delays the count - k - 1 after it
+                cached = sum(mins) + sum(m * (count - k - 1) for k, m in enumerate(mins))
+            else:
+                cached = sum(mins) + batched_waiting_bound(mins, self.b_max)
+            if len(self.latency_cache) < MAX_MEMO_LABELS:
+                self.latency_cache[mask] = cached
+        return count * wait + cached
+
+    def cache_child_latency(self, mask: int, count: int) -> None:
+        """b_max = 1: the W-free part of t_LB of every child set R \\ {j} in O(|R|) in total.
+        P(R) = Σ_k m_(k)·(|R| − k); removing the job at sorted position k drops its own term and
+        one m from every job before it: P(R \\ j) = P(R) − m_j·(|R| − k) − Σ_{k' < k} m_(k')."""
+        parent = self.latency_cache.get(mask)
+        if parent is None or len(self.latency_cache) >= MAX_MEMO_LABELS:
+            return
+        before = 0.0
+        k = 0
+        for i in self.by_min_exec:
+            if mask >> i & 1:
+                m = self.min_exec[i]
+                self.latency_cache[mask & ~(1 << i)] = parent - m * (count - k) - before
+                before += m
+                k += 1
+
+    def value_bound(self, mask: int, remaining: list[int], wait: float, met: int, total: float) -> tuple[int, float]:
+        """(n + n_UB, t + t_LB) of the subtree below a node."""
+        return met + self.max_more_met(remaining, wait), total + self.min_more_latency(mask, len(remaining), wait)
+
+    # ---- search -------------------------------------------------------------------------
+    def dominated(self, mask: int, wait: float, met: int, total: float) -> bool:
+        """b_max > 1: a visited label of the same set starting no later with n' − λ·t' ≥ n − λ·t at
+        the current λ.  b_max = 1 (W is fixed by the set): a visited label with n' ≥ n and t' ≤ t
+        (λ-free, because the interchange rule may delegate to subtrees not yet explored)."""
+        labels = self.memo.get(mask)
+        if labels is not None:
+            if self.b_max == 1:
+                for _, m2, t2 in labels:
+                    if m2 >= met and t2 <= total:
+                        return True
+            else:
+                lam = self.lam
+                value = met - lam * total
+                for w2, m2, t2 in labels:
+                    if w2 <= wait and m2 - lam * t2 >= value:
+                        return True
+        if self.memo_size < MAX_MEMO_LABELS:
+            if labels is None:
+                self.memo[mask] = [(wait, met, total)]
+            else:
+                labels.append((wait, met, total))
+            self.memo_size += 1
+        return False
+
+    def record(self, order_tail: list[int], sizes_tail: list[int], met: int, total: float) -> None:
+        if met - self.lam * total > self.tolerance:  # G > λ: new incumbent, λ rises
+            order = [j for batch in self.path for j in batch] + order_tail
+            sizes = [len(batch) for batch in self.path] + sizes_tail
+            self.best = Plan(tuple(order), tuple(sizes), met, total)
+            self.lam = met / total
+
+    def swap_is_better(self, prev: int, job: int, wait: float) -> bool:
+        """b_max = 1: running ``job`` before ``prev`` (the last job placed) reaches the same set and
+        finishing time with at least as many SLOs met and no more latency (ties: lower index
+        first), so the branch "prev, job" is dropped.  λ-free, hence valid while λ rises."""
+        e_prev, e_job = self.execs[prev][0], self.execs[job][0]
+        start = wait - e_prev
+        met_here = (start <= self.slack[prev][0]) + (wait <= self.slack[job][0])
+        met_swap = (start <= self.slack[job][0]) + (start + e_job <= self.slack[prev][0])
+        saved = e_prev - e_job  # latency of (prev, job) − latency of (job, prev): (2e_prev + e_job) − (2e_job + e_prev)
+        if met_swap != met_here:
+            return met_swap > met_here and saved >= -1e-9
+        if abs(saved) > 1e-9:
+            return saved > 0
+        return job < prev
+
+    def children(self, remaining: list[int], wait: float, met: int, total: float) -> list[tuple]:
+        out = []
+        prev = self.path[-1][0] if self.b_max == 1 and self.path else None
+        lam = self.lam
+        for size in range(1, min(self.b_max, len(remaining)) + 1):
+            col = size - 1
+            for batch in itertools.combinations(remaining, size):
+                if prev is not None and self.swap_is_better(prev, batch[0], wait):
+                    continue  # "…, job, prev" is at least as good whatever follows
+                if self.capacity is not None and sum(self.tokens[i] for i in batch) > self.capacity:
+                    continue
+                execs = [self.execs[i][col] for i in batch]
+                gained = sum(1 for i in batch if wait <= self.slack[i][col])
+                longest = max(execs)
+                added = size * wait + sum(execs)
+                out.append((lam * added - gained, longest, batch, wait + longest, met + gained, total + added))
+        out.sort(key=lambda c: (c[0], c[1]))
+        return out
+
+    def visit(self, mask: int, remaining: list[int], wait: float, met: int, total: float) -> None:
+        self.nodes += 1
+        if self.nodes & 1023 == 0:
+            if self.deadline is not None and time.perf_counter() > self.deadline:
+                raise _Stop("time limit")
+            if self.node_limit is not None and self.nodes > self.node_limit:
+                raise _Stop("node limit")
+        if not remaining:
+            self.record([], [], met, total)
+            return
+        more_met = self.max_more_met(remaining, wait)
+        more_latency = self.min_more_latency(mask, len(remaining), wait)
+        if met + more_met - self.lam * (total + more_latency) <= self.tolerance:
+            return
+        if self.b_max == 1 and more_met == 0:  # the rest is Σ-latency only: SPT is optimal and meets t_LB
+            tail = sorted(remaining, key=lambda i: self.execs[i][0])
+            self.record(tail, [1] * len(tail), met, total + more_latency)
+            return
+        if self.dominated(mask, wait, met, total):
+            return
+        frame = _Frame(mask=mask, children=self.children(remaining, wait, met, total))
+        if self.b_max == 1:
+            self.cache_child_latency(mask, len(remaining))
+        self.frames.append(frame)
+        for _, _, batch, new_wait, new_met, new_total in frame.children:
+            frame.explored += 1
+            new_mask = mask
+            for i in batch:
+                new_mask &= ~(1 << i)
+            self.path.append(batch)
+            self.visit(new_mask, [i for i in remaining if new_mask >> i & 1], new_wait, new_met, new_total)
+            self.path.pop()
+        self.frames.pop()
+
+    def open_bounds(self) -> tuple[float, float]:
+        """(U, R) after a stop: U ≥ n − λ·t and R ≥ n / t (per ms) for every plan not yet explored."""
+        value_ub = 0.0
+        ratio_ub = 0.0
+        for frame in self.frames:
+            for _, _, batch, wait, met, total in frame.children[frame.explored:]:
+                mask = frame.mask
+                for i in batch:
+                    mask &= ~(1 << i)
+                remaining = [i for i in range(self.jobs) if mask >> i & 1]
+                met_ub, total_lb = self.value_bound(mask, remaining, wait, met, total)
+                value_ub = max(value_ub, met_ub - self.lam * total_lb)
+                if total_lb > 0:
+                    ratio_ub = max(ratio_ub, met_ub / total_lb)
+        return value_ub, ratio_ub
+
+
+def solve_exact(problem: PriorityProblem, incumbent: Plan, time_limit: float | None = None,
+                node_limit: int | None = None) -> ExactOutcome:
+    """Prove ``incumbent`` optimal or find the optimum (see the module docstring)."""
+    started = time.perf_counter()
+    deadline = None if time_limit is None else started + time_limit
+    lam = incumbent.met / incumbent.total_ms if incumbent.total_ms > 0 else 0.0
+    search = _ParametricSearch(problem, lam, deadline, node_limit, {})
+    full = (1 << problem.size) - 1
+    try:
+        search.visit(full, list(range(problem.size)), 0.0, 0, 0.0)
+    except _Stop as stop:
+        best = search.best or incumbent
+        value_ub, ratio_ub = search.open_bounds()
+        root_latency = search.min_more_latency(full, problem.size, 0.0)
+        dinkelbach = search.lam + max(value_ub, 0.0) / root_latency
+        bound = 1000.0 * max(min(dinkelbach, ratio_ub), search.lam)
+        return ExactOutcome(best, False, bound, search.nodes, time.perf_counter() - started,
+                            f"stopped by the {stop.args[0]} after {search.nodes} nodes")
+    best = search.best or incumbent
+    return ExactOutcome(best, True, best.g, search.nodes, time.perf_counter() - started)

@@ -1,0 +1,118 @@
+"""Priority instance files (YAML).
+
+::
+
+    family: priority
+    name: paper-mix-n10
+    description: ...
+    b_max: 1
+    cost_model: ../../models/bilinear/qwen2.5-7b__v100-32gb-sxm2__tp2.yaml   # relative to this file
+    token_capacity: 20000          # optional, Eq. 20 (or give `memory:` instead)
+    memory: {memory_gb: 64, utility: 0.9, kv_bytes_per_token: 524288}        # optional, Eq. 20
+    jobs:
+      - {name: j0, kind: chat, input_tokens: 210, output_tokens: 340, slo_ttft_ms: 10000, slo_tpot_ms: 50}
+      - {name: j1, kind: e2e,  input_tokens: 800, output_tokens: 120, slo_e2e_ms: 30000}
+      # toy jobs may give explicit latencies per batch size instead of a cost model:
+      - {name: a, kind: e2e, input_tokens: 1, output_tokens: 1, slo_e2e_ms: 600, exec_ms: [300, 500, 800]}
+
+Every problem becomes one `InputError` line naming the file and field.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from planner.core.io import read_yaml_mapping, resolve_relative, validate_model
+from planner.costmodels.files import load_cost_model
+from planner.costmodels.models import BilinearCostModel
+from planner.errors import InputError, PlannerError
+from planner.priority.multi import token_num
+from planner.priority.problem import PriorityProblem
+
+KNOWN_KEYS = {"family", "name", "description", "b_max", "cost_model", "token_capacity", "memory", "jobs"}
+
+
+def load_priority_instance(path: Path | str, b_max: int | None = None) -> PriorityProblem:
+    """Read and validate an instance; ``b_max`` overrides the file's value."""
+    path = Path(path)
+    data = read_yaml_mapping(path)
+    family = data.get("family", "priority")
+    if family != "priority":
+        raise InputError(path, "family", f"this is a {family!r} instance, not a priority one")
+    unknown = sorted(set(data) - KNOWN_KEYS)
+    if unknown:
+        raise InputError(path, unknown[0], "unknown field (check the spelling)")
+    if b_max is not None:
+        data["b_max"] = b_max
+    if "b_max" not in data:
+        raise InputError(path, "b_max", "required field is missing")
+    if isinstance(data["b_max"], int) and not isinstance(data["b_max"], bool) and data["b_max"] < 1:
+        raise InputError(path, "b_max", f"must be at least 1, got {data['b_max']}")
+    jobs = data.get("jobs")
+    if not isinstance(jobs, list) or not jobs:
+        raise InputError(path, "jobs", "must be a non-empty list of jobs")
+    for k, job in enumerate(jobs):
+        if isinstance(job, dict) and "kind" in job and job["kind"] not in ("e2e", "chat"):
+            raise InputError(path, f"jobs.{k}.kind", f"unknown task type {job['kind']!r} (use e2e or chat)")
+    cost = data.get("cost_model")
+    model: BilinearCostModel | None = None
+    if cost is not None:
+        if not isinstance(cost, str):
+            raise InputError(path, "cost_model", "must be a path to a bilinear cost-model YAML file")
+        try:
+            loaded = load_cost_model(resolve_relative(path, cost))
+        except PlannerError as exc:
+            raise InputError(path, "cost_model", str(exc)) from None
+        if not isinstance(loaded, BilinearCostModel):
+            raise InputError(path, "cost_model", f"needs a bilinear model (Eqs. 14–16), got kind {loaded.kind!r}")
+        model = loaded
+    capacity = data.get("token_capacity")
+    memory = data.get("memory")
+    if memory is not None:
+        if capacity is not None:
+            raise InputError(path, "memory", "give either token_capacity or memory, not both")
+        if not isinstance(memory, dict) or set(memory) != {"memory_gb", "utility", "kv_bytes_per_token"}:
+            raise InputError(path, "memory", "needs exactly memory_gb, utility and kv_bytes_per_token")
+        try:
+            capacity = token_num(float(memory["memory_gb"]) * 1e9, float(memory["utility"]), float(memory["kv_bytes_per_token"]))
+        except (TypeError, ValueError, PlannerError) as exc:
+            raise InputError(path, "memory", str(exc)) from None
+    payload = {
+        "name": data.get("name", path.stem),
+        "description": data.get("description", ""),
+        "b_max": data["b_max"],
+        "token_capacity": capacity,
+        "cost_model": model,
+        "jobs": jobs,
+    }
+    return validate_model(PriorityProblem, payload, path)
+
+
+def problem_to_yaml(problem: PriorityProblem, cost_model_ref: str | None) -> str:
+    """Serialise a problem; ``cost_model_ref`` is the path written for its cost model."""
+    data: dict[str, Any] = {"family": "priority", "name": problem.name}
+    if problem.description:
+        data["description"] = problem.description
+    data["b_max"] = problem.b_max
+    if cost_model_ref is not None:
+        data["cost_model"] = cost_model_ref
+    if problem.token_capacity is not None:
+        data["token_capacity"] = problem.token_capacity
+    data["jobs"] = [job.model_dump(exclude_none=True, exclude_defaults=False) for job in problem.jobs]
+    for job in data["jobs"]:
+        for key in ("exec_ms", "prefill_ms"):
+            if key in job:
+                job[key] = list(job[key])
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=140)
+
+
+def save_priority_instance(problem: PriorityProblem, path: Path | str, cost_model_ref: str | None, force: bool = False) -> Path:
+    path = Path(path)
+    if path.exists() and not force:
+        raise PlannerError(f"{path}: already exists; pass --force to overwrite it")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(problem_to_yaml(problem, cost_model_ref))
+    return path

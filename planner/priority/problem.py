@@ -1,0 +1,215 @@
+"""Problem data of the SLO-aware priority scheduler (FORMULATIONS.md §2.1–2.3).
+
+A `PriorityProblem` is a set of jobs waiting on one inference instance.  A plan is a priority
+order (a permutation) cut into contiguous batches of sizes ``1 ≤ b_k ≤ b_max`` (and, when a
+``token_capacity`` is given, ``Σ_{i∈k}(l_i + l_o,i) ≤ token_capacity``, Eq. 20 [R]).
+
+Latencies come either from the bilinear model of Eqs. 14–16 (``cost_model``, e.g. the paper's
+Table 2 shipped as ``models/bilinear/qwen2.5-7b__v100-32gb-sxm2__tp2.yaml``) or, for hand-made
+toy instances such as Figs. 3–4 of the paper, from an explicit per-job table ``exec_ms`` /
+``prefill_ms`` indexed by batch size.  Everything is in milliseconds; G is reported in
+requests per second (G = 1000·n / t_ms).
+
+`LatencyTables` (``problem.tables``) precomputes, per job i and batch size b, the execution time
+``exec_ms[i, b-1]`` (Eq. 17) and the *slack* ``slack_ms[i, b-1]``: the latest batch start time at
+which job i still meets its SLO when run in a batch of size b (``t_SLO-e2e − t_exec`` for e2e jobs,
+``t_SLO-TTFT − t_prefill`` for chat jobs, −∞ when the TPOT SLO fails at that size, Eq. 7/9).
+Every method (evaluator, SA, exhaustive, exact) reads these tables; the validator does not.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
+
+from planner.core.types import Frozen
+from planner.costmodels.models import BilinearCostModel
+
+SUCCESS_TOLERANCE_MS = 1e-7
+"""A job meets its SLO when ``wait ≤ slack + SUCCESS_TOLERANCE_MS`` (guards float round-off)."""
+
+
+class PriorityJob(Frozen):
+    """One request: its SLO type (Eq. 5), lengths and SLOs (ms)."""
+
+    name: str = Field(min_length=1)
+    kind: Literal["e2e", "chat"] = Field(description="e2e: end-to-end SLO (h=1, code); chat: TTFT+TPOT SLO (h=0)")
+    input_tokens: PositiveInt
+    output_tokens: PositiveInt = Field(description="predicted output length l_o")
+    slo_e2e_ms: PositiveFloat | None = None
+    slo_ttft_ms: PositiveFloat | None = None
+    slo_tpot_ms: PositiveFloat | None = None
+    arrival: NonNegativeInt = Field(0, description="arrival rank (FCFS order); ties broken by position")
+    exec_ms: tuple[PositiveFloat, ...] | None = Field(None, description="explicit t_exec by batch size 1.. (toy instances)")
+    prefill_ms: tuple[PositiveFloat, ...] | None = Field(None, description="explicit t_prefill by batch size 1..")
+
+    @model_validator(mode="after")
+    def _slos_match_kind(self) -> "PriorityJob":
+        if self.kind == "e2e" and self.slo_e2e_ms is None:
+            raise ValueError("an e2e job needs slo_e2e_ms")
+        if self.kind == "chat" and (self.slo_ttft_ms is None or self.slo_tpot_ms is None):
+            raise ValueError("a chat job needs slo_ttft_ms and slo_tpot_ms")
+        if self.prefill_ms is not None and self.exec_ms is None:
+            raise ValueError("prefill_ms is given without exec_ms")
+        if self.exec_ms is not None and self.prefill_ms is not None:
+            if len(self.prefill_ms) != len(self.exec_ms):
+                raise ValueError("prefill_ms and exec_ms must list the same batch sizes")
+            if any(p > e for p, e in zip(self.prefill_ms, self.exec_ms)):
+                raise ValueError("prefill_ms exceeds exec_ms")
+        if self.kind == "chat" and self.exec_ms is not None and self.prefill_ms is None:
+            raise ValueError("a chat job with an explicit exec_ms table also needs prefill_ms")
+        return self
+
+    @property
+    def tokens(self) -> int:
+        """KV tokens the job holds at its end: l_i + l_o (Eq. 20 memory accounting)."""
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass(frozen=True)
+class LatencyTables:
+    """Per job × batch size arrays (ms) that every search method reads."""
+
+    exec_ms: np.ndarray  # (N, b_max) t_exec(b, l_i, l_o), Eq. 17
+    prefill_ms: np.ndarray  # (N, b_max) t_p(b, l_i), Eq. 14/18
+    slack_ms: np.ndarray  # (N, b_max) latest batch start meeting the SLO; -inf if impossible at b
+    tokens: np.ndarray  # (N,) l_i + l_o
+
+    @property
+    def jobs(self) -> int:
+        return int(self.exec_ms.shape[0])
+
+
+class PriorityProblem(Frozen):
+    """Jobs queued on one instance, the maximum batch size and the latency model."""
+
+    name: str = Field(min_length=1)
+    description: str = ""
+    jobs: tuple[PriorityJob, ...] = Field(min_length=1)
+    b_max: PositiveInt
+    token_capacity: PositiveInt | None = Field(None, description="Eq. 20 token_num(M_inst); per batch")
+    cost_model: BilinearCostModel | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "PriorityProblem":
+        names = [j.name for j in self.jobs]
+        if len(set(names)) != len(names):
+            dup = next(n for n in names if names.count(n) > 1)
+            raise ValueError(f"job name {dup!r} appears twice")
+        for job in self.jobs:
+            if job.exec_ms is None and self.cost_model is None:
+                raise ValueError(f"job {job.name!r} has no exec_ms table and the problem has no cost_model")
+            if job.exec_ms is not None and len(job.exec_ms) < self.b_max:
+                raise ValueError(f"job {job.name!r}: exec_ms lists {len(job.exec_ms)} batch sizes, b_max is {self.b_max}")
+            if self.token_capacity is not None and job.tokens > self.token_capacity:
+                raise ValueError(f"job {job.name!r} needs {job.tokens} tokens, more than token_capacity {self.token_capacity}")
+        return self
+
+    @property
+    def size(self) -> int:
+        return len(self.jobs)
+
+    @cached_property
+    def tables(self) -> LatencyTables:
+        """The latency tables of Eqs. 14–19 (computed once, on first use)."""
+        return build_tables(self)
+
+    def range_warnings(self) -> list[str]:
+        """Lengths or batch sizes outside the fitted range of the latency model (one line each)."""
+        if self.cost_model is None or self.cost_model.valid_range is None:
+            return []
+        vr = self.cost_model.valid_range
+        lines = []
+        if vr.max_batch_size is not None and self.b_max > vr.max_batch_size:
+            lines.append(f"{self.name}: b_max {self.b_max} is above the latency model's fitted range "
+                         f"(batch ≤ {vr.max_batch_size}); latencies are extrapolated")
+        if vr.max_tokens_per_request is not None:
+            for job in self.jobs:
+                if job.tokens > vr.max_tokens_per_request:
+                    lines.append(f"{self.name}: job {job.name!r} has {job.tokens} tokens (input+output), above the "
+                                 f"latency model's fitted range (≤ {vr.max_tokens_per_request}); latency is extrapolated")
+        return lines
+
+
+def build_tables(problem: PriorityProblem) -> LatencyTables:
+    """Eqs. 14–19 for every job and batch size 1..b_max."""
+    n, bmax = problem.size, problem.b_max
+    sizes = np.arange(1, bmax + 1, dtype=float)
+    exec_ms = np.empty((n, bmax))
+    prefill_ms = np.empty((n, bmax))
+    for i, job in enumerate(problem.jobs):
+        if job.exec_ms is not None:
+            exec_ms[i] = job.exec_ms[:bmax]
+            prefill_ms[i] = job.prefill_ms[:bmax] if job.prefill_ms is not None else 0.0
+        else:
+            model = problem.cost_model
+            assert model is not None
+            scale = model.seconds_per_unit * 1000.0  # model units -> ms
+            p, d = model.prefill, model.decode
+            li, lo = float(job.input_tokens), float(job.output_tokens)
+            prefill = p.alpha * sizes * li + p.beta * sizes + p.gamma * li + p.delta  # Eq. 14
+            slope = d.alpha * sizes + d.gamma
+            decode = lo * (slope * li + d.beta * sizes + d.delta) + slope * lo * (lo + 1) / 2.0  # Eq. 16 closed form
+            prefill_ms[i] = prefill * scale
+            exec_ms[i] = (prefill + decode) * scale  # Eq. 17
+    slack = np.empty((n, bmax))
+    for i, job in enumerate(problem.jobs):
+        if job.kind == "e2e":
+            slack[i] = job.slo_e2e_ms - exec_ms[i]  # Eq. 7, h=1: wait + t_exec ≤ SLO
+        else:
+            tpot = (exec_ms[i] - prefill_ms[i]) / job.output_tokens  # Eq. 19
+            ttft_slack = job.slo_ttft_ms - prefill_ms[i]  # Eq. 8: wait + t_prefill ≤ SLO
+            slack[i] = np.where(tpot <= job.slo_tpot_ms + SUCCESS_TOLERANCE_MS, ttft_slack, -math.inf)
+    tokens = np.array([job.tokens for job in problem.jobs], dtype=np.int64)
+    for arr in (exec_ms, prefill_ms, slack):
+        arr.setflags(write=False)
+    return LatencyTables(exec_ms=exec_ms, prefill_ms=prefill_ms, slack_ms=slack, tokens=tokens)
+
+
+class InstancePlan(Frozen):
+    """The plan of one instance: a priority order of job indices cut into contiguous batches."""
+
+    order: tuple[int, ...]
+    batch_sizes: tuple[PositiveInt, ...]
+
+    def batches(self) -> list[tuple[int, ...]]:
+        out, start = [], 0
+        for size in self.batch_sizes:
+            out.append(self.order[start:start + size])
+            start += size
+        return out
+
+
+class PrioritySchedule(Frozen):
+    """The solution type of every priority method: one `InstancePlan` per instance (usually one)
+    plus the metrics the evaluator computed for it."""
+
+    plans: tuple[InstancePlan, ...]
+    job_names: tuple[str, ...]
+    met: int = Field(description="n: jobs meeting their SLO (Eq. 6)")
+    total_latency_ms: float = Field(description="t: Σ end-to-end latencies (Eq. 3)")
+
+    @property
+    def g_per_s(self) -> float:
+        return 1000.0 * self.met / self.total_latency_ms if self.total_latency_ms > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        n_jobs = len(self.job_names)
+        return {
+            "G_per_s": self.g_per_s,
+            "slo_met": self.met,
+            "jobs": n_jobs,
+            "slo_attainment": self.met / n_jobs,
+            "total_latency_ms": self.total_latency_ms,
+            "mean_latency_ms": self.total_latency_ms / n_jobs,
+            "instances": [
+                {"priority_order": [self.job_names[i] for i in plan.order],
+                 "batches": [[self.job_names[i] for i in batch] for batch in plan.batches()]}
+                for plan in self.plans
+            ],
+        }

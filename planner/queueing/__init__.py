@@ -1,0 +1,1 @@
+"""Queue management (QLM): RWT estimator, request groups, queue-ordering MILP, baselines."""

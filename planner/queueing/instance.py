@@ -1,0 +1,195 @@
+"""Queueing instance files (YAML) → `QueueingProblem`, with one-line errors.
+
+```yaml
+family: queueing
+name: two-models
+objective: penalty            # penalty | total_lateness | max_lateness | late_groups
+deadline: start               # start | completion
+slo_classes: {interactive: 20, batch-1: 60}         # TTFT SLO per class (s)
+estimator: {epsilon: 1.1, quantile: null, conservative_below: 0, delta: 4}
+instance_types:
+  - {name: a100x4, gpu: A100-80GB-SXM, tensor_parallel: 4, swap_time_s: 12, count: 2,
+     extra_available: 2, loaded_models: [Llama-2-7B, null]}
+groups:                       # either groups (already formed) ...
+  - {name: chat, model: Llama-2-7B, slo_class: interactive, num_requests: 8,
+     mean_input_tokens: 300, mean_output_tokens: 200, std_output_tokens: 50, max_output_tokens: 512}
+requests:                     # ... or requests, grouped by §4.2 (model, class, length bucket; δ split)
+  - {model: Llama-2-7B, slo_class: interactive, input_tokens: 300, output_tokens: 200, arrival_s: 0}
+now_s: 0                      # the SLO slack of a request is slo − (now − arrival)
+```
+Θ, P and d come from the shipped Aladdin cost models (`planner.queueing.estimator`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, NonNegativeFloat, NonNegativeInt
+
+from planner.catalog import canonical_gpu_name, canonical_model_name, model_names
+from planner.core.io import read_yaml_mapping, validate_model
+from planner.errors import InputError, PlannerError
+from planner.queueing.estimator import EstimatorSettings, group_tail_s, group_work_s, rates_for
+from planner.queueing.groups import QueuedRequest, form_groups
+from planner.queueing.problem import OBJECTIVES, InstanceType, QueueingProblem, RequestGroup, VirtualQueue
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class EstimatorSpec(_Strict):
+    epsilon: float = Field(1.1, ge=1.0)
+    quantile: float | None = Field(None, gt=0.0, lt=1.0)
+    conservative_below: NonNegativeInt = 0
+    delta: PositiveFloat = 4.0
+    max_batch_size: PositiveInt = 256
+    memory_utilization: float = Field(0.9, gt=0.0, le=1.0)
+
+
+class InstanceTypeSpec(_Strict):
+    name: str = Field(min_length=1)
+    gpu: str
+    tensor_parallel: PositiveInt = 1
+    swap_time_s: NonNegativeFloat
+    count: NonNegativeInt
+    extra_available: NonNegativeInt = 0
+    cost_per_instance: PositiveFloat = 1.0
+    loaded_models: list[str | None] = []
+
+
+class GroupSpec(_Strict):
+    name: str = Field(min_length=1)
+    model: str
+    slo_class: str
+    num_requests: PositiveInt
+    mean_input_tokens: PositiveFloat
+    mean_output_tokens: PositiveFloat
+    std_output_tokens: NonNegativeFloat = 0.0
+    max_output_tokens: PositiveFloat | None = None
+    arrival_s: float = 0.0
+
+
+class RequestSpec(_Strict):
+    model: str
+    slo_class: str
+    input_tokens: PositiveInt
+    output_tokens: PositiveInt
+    arrival_s: float = 0.0
+    max_output_tokens: PositiveInt | None = None
+
+
+class QueueingSpec(_Strict):
+    family: str = "queueing"
+    name: str = ""
+    description: str = ""
+    objective: str = "penalty"
+    deadline: str = "start"
+    now_s: float = 0.0
+    slo_classes: dict[str, float]
+    estimator: EstimatorSpec = EstimatorSpec()
+    instance_types: list[InstanceTypeSpec]
+    groups: list[GroupSpec] = []
+    requests: list[RequestSpec] = []
+
+
+def load_queueing_instance(path: Path | str) -> QueueingProblem:
+    path = Path(path)
+    data = read_yaml_mapping(path)
+    spec = validate_model(QueueingSpec, data, path)
+    return problem_from_spec(spec, path)
+
+
+def _check_model(path: Path, field: str, name: str) -> str:
+    canonical = canonical_model_name(name)
+    if canonical is None:
+        raise InputError(path, field, f"unknown model {name!r} (catalog: {', '.join(model_names())})")
+    return canonical
+
+
+def problem_from_spec(spec: QueueingSpec, path: Path | str = "<instance>") -> QueueingProblem:
+    path = Path(path)
+    if spec.family != "queueing":
+        raise InputError(path, "family", f"expected 'queueing', got {spec.family!r}")
+    if spec.objective not in OBJECTIVES:
+        raise InputError(path, "objective", f"unknown objective {spec.objective!r} (expected one of: {', '.join(OBJECTIVES)})")
+    if spec.deadline not in ("start", "completion"):
+        raise InputError(path, "deadline", f"expected start or completion, got {spec.deadline!r}")
+    for cls, slo in spec.slo_classes.items():
+        if not slo > 0:
+            raise InputError(path, f"slo_classes.{cls}", f"SLO must be positive, got {slo}")
+    if not spec.instance_types or sum(t.count for t in spec.instance_types) == 0:
+        raise InputError(path, "instance_types", "zero serving instances (give at least one type with count ≥ 1)")
+    if bool(spec.groups) == bool(spec.requests):
+        raise InputError(path, "groups", "give either groups or requests (exactly one of them)")
+    settings = EstimatorSettings(spec.estimator.epsilon, spec.estimator.quantile, spec.estimator.conservative_below,
+                                 spec.estimator.max_batch_size, spec.estimator.memory_utilization)
+    types, queues = [], []
+    for k, t in enumerate(spec.instance_types):
+        gpu = canonical_gpu_name(t.gpu)
+        if gpu is None:
+            raise InputError(path, f"instance_types[{k}].gpu", f"unknown GPU type {t.gpu!r}")
+        if len(t.loaded_models) > t.count:
+            raise InputError(path, f"instance_types[{k}].loaded_models", f"{len(t.loaded_models)} entries for {t.count} instances")
+        loaded = [None if m is None else _check_model(path, f"instance_types[{k}].loaded_models", m) for m in t.loaded_models]
+        loaded += [None] * (t.count - len(loaded))
+        types.append(InstanceType(t.name, gpu, t.tensor_parallel, t.swap_time_s, t.count, t.extra_available, t.cost_per_instance))
+        queues += [VirtualQueue(f"{t.name}-{c + 1}", k, loaded[c]) for c in range(t.count)]
+    groups = _groups(spec, path, settings, types)
+    work = np.full((len(types), len(groups)), np.inf)
+    tail = np.full((len(types), len(groups)), np.inf)
+    for t, typ in enumerate(types):
+        for i, g in enumerate(groups):
+            try:
+                rates = rates_for(g.model, typ.gpu, typ.tensor_parallel, g.mean_input_tokens, g.mean_output_tokens, settings)
+            except PlannerError as exc:
+                raise InputError(path, f"instance_types[{t}]", str(exc)) from None
+            if rates is None:
+                continue
+            work[t, i] = group_work_s(g.num_requests, g.mean_output_tokens, g.std_output_tokens, g.max_output_tokens,
+                                      rates.throughput_tokens_per_s, settings)
+            tail[t, i] = group_tail_s(rates, g.max_output_tokens, settings)
+    existing = [q.type_index for q in queues]
+    for i, g in enumerate(groups):
+        if not np.isfinite(work[existing, i]).any():
+            raise InputError(path, f"group {g.name}", f"model {g.model} fits on no instance (weights exceed every instance's memory)")
+    return QueueingProblem(spec.name or path.stem, tuple(groups), tuple(types), tuple(queues), work, tail,
+                           objective=spec.objective, deadline=spec.deadline, description=spec.description)  # type: ignore[arg-type]
+
+
+def _slo(path: Path, spec: QueueingSpec, field: str, cls: str) -> float:
+    if cls not in spec.slo_classes:
+        raise InputError(path, field, f"unknown SLO class {cls!r} (declared: {', '.join(spec.slo_classes)})")
+    return spec.slo_classes[cls]
+
+
+def _groups(spec: QueueingSpec, path: Path, settings: EstimatorSettings, types: list[InstanceType]) -> list[RequestGroup]:
+    if spec.groups:
+        out = []
+        for k, g in enumerate(spec.groups):
+            model = _check_model(path, f"groups[{k}].model", g.model)
+            slack = _slo(path, spec, f"groups[{k}].slo_class", g.slo_class) - (spec.now_s - g.arrival_s)
+            out.append(RequestGroup(g.name, model, g.slo_class, slack, g.num_requests, g.mean_input_tokens,
+                                    g.mean_output_tokens, g.std_output_tokens,
+                                    g.max_output_tokens or 2 * g.mean_output_tokens, g.arrival_s))
+        return out
+    requests = []
+    for k, r in enumerate(spec.requests):
+        model = _check_model(path, f"requests[{k}].model", r.model)
+        slack = _slo(path, spec, f"requests[{k}].slo_class", r.slo_class) - (spec.now_s - r.arrival_s)
+        requests.append(QueuedRequest(model, r.slo_class, slack, r.input_tokens, r.output_tokens, r.arrival_s, r.max_output_tokens))
+    avg_batch: dict[str, float] = {}
+    for model in {r.model for r in requests}:
+        mine = [r for r in requests if r.model == model]
+        mi = float(np.mean([r.input_tokens for r in mine]))
+        mo = float(np.mean([r.output_tokens for r in mine]))
+        batches = []
+        for t in types:
+            try:
+                rates = rates_for(model, t.gpu, t.tensor_parallel, mi, mo, settings)
+            except PlannerError:
+                rates = None
+            if rates is not None:
+                batches.append(rates.batch_size)
+        avg_batch[model] = float(np.mean(batches)) if batches else 1.0
+    return list(form_groups(requests, avg_batch, spec.estimator.delta))

@@ -1,0 +1,265 @@
+"""Solving a queueing problem: baselines, the MILP, the soft version and the scale-up MILP.
+
+`solve_queueing` runs the baselines (the best one meeting every SLO is the MILP's warm start and
+the fallback plan), picks the formulation (``auto``: the exact slots MILP while it has at most
+`SLOTS_MAX_BINARIES` assignment binaries, the model-block MILP above), solves it, and validates
+the plan with the independent validator.  The bound is the solver's (slots) or, for the penalty
+objective, the assignment relaxation of `bounds.py` when that is higher; a plan meeting it is
+optimal.  When the hard-deadline objective (penalty) is infeasible — or no plan meeting every SLO
+is found in time — it does not just fail: it solves the soft version (``soft_objective``, default
+total lateness, warm-started from the best baseline) and the scale-up MILP (the cheapest set of
+extra instances of the declared types that makes every SLO hold), and returns both.  A time limit
+applies to each MILP (hard, soft, scale-up).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from planner.core.result import Result
+from planner.errors import InfeasibleError, PlannerError
+from planner.queueing.bounds import penalty_lower_bound
+from planner.queueing.formulation import QueueMilp, build_model, warm_start_vector
+from planner.queueing.heuristics import HEURISTICS
+from planner.queueing.problem import HARD_OBJECTIVES, OBJECTIVES, QueueAssignment, QueueingProblem
+from planner.queueing.validator import validate_assignment
+from planner.solver import SolveOptions, SolveStatus, check_solver_name, diagnose_infeasibility, solve
+
+FAMILY = "queueing"
+#: Above this many slot binaries (queues × groups²) `auto` uses the model-block formulation.
+SLOTS_MAX_BINARIES = 20_000
+FORMULATIONS = ("auto", "slots", "blocks")
+
+
+def choose_formulation(problem: QueueingProblem, formulation: str) -> str:
+    if formulation not in FORMULATIONS:
+        raise PlannerError(f"unknown formulation {formulation!r} (expected one of: {', '.join(FORMULATIONS)})")
+    if formulation != "auto":
+        return formulation
+    return "slots" if problem.num_queues * problem.num_groups ** 2 <= SLOTS_MAX_BINARIES else "blocks"
+
+
+def precheck(problem: QueueingProblem) -> None:
+    """One-line errors for problems no method can plan."""
+    if not any(not q.optional for q in problem.queues):
+        raise InfeasibleError(f"{problem.name}: there are zero serving instances")
+    usable = [q.type_index for q in problem.queues if not q.optional]
+    for i, group in enumerate(problem.groups):
+        if not np.isfinite(problem.work_s[usable, i]).any():
+            raise InfeasibleError(f"group {group.name}: model {group.model} fits on no instance")
+
+
+def run_heuristic(problem: QueueingProblem, method: str) -> Result[QueueAssignment]:
+    """One baseline, validated on the problem's objective."""
+    if method not in HEURISTICS:
+        raise PlannerError(f"unknown method {method!r} (expected one of: {', '.join(HEURISTICS)}, milp)")
+    precheck(problem)
+    t0 = time.perf_counter()
+    plan = HEURISTICS[method](problem)
+    seconds = time.perf_counter() - t0
+    report = validate_assignment(problem, plan)
+    status = SolveStatus.FEASIBLE if report.feasible else SolveStatus.INFEASIBLE
+    message = "" if report.feasible else f"violates hard SLOs: {report.summary()}"
+    return Result(FAMILY, method, "heuristic", status, report.objective, None, seconds, plan,
+                  message=message, validation=report, stats=_plan_stats(report))
+
+
+def _plan_stats(report) -> dict:
+    d = report.details
+    return {k: d[k] for k in ("swaps", "late_groups", "busy_s") if k in d}
+
+
+@dataclass(frozen=True)
+class MilpRun:
+    status: SolveStatus
+    plan: QueueAssignment | None
+    objective: float | None
+    bound: float | None
+    seconds: float
+    build_seconds: float
+    message: str
+    milp: QueueMilp
+    stats: dict
+
+
+def solve_milp(problem: QueueingProblem, purpose: str, formulation: str, *, solver: str = "highs",
+               time_limit: float | None = None, threads: int | None = None, seed: int = 0,
+               verbose: bool = False, warm_plan: QueueAssignment | None = None) -> MilpRun:
+    """Build and solve one MILP (warm-started from ``warm_plan`` if given); the plan is not yet validated."""
+    b0 = time.perf_counter()
+    milp = build_model(problem, purpose, formulation)
+    start = None
+    if warm_plan is not None:
+        start = warm_start_vector(problem, milp, [list(q) for q in warm_plan.queues])
+    build_seconds = time.perf_counter() - b0
+    limit = None if time_limit is None else max(time_limit - build_seconds, 0.01)  # the limit covers the build
+    outcome = solve(milp.model, solver, SolveOptions(time_limit=limit, threads=threads, seed=seed, verbose=verbose,
+                                                     warm_start=start))
+    plan = None
+    if outcome.x is not None and outcome.status.has_solution:
+        plan = QueueAssignment.of(problem, milp.sequences(problem, outcome.x), f"milp-{formulation}")
+    stats = {**milp.model.stats(), "formulation": formulation, "nodes": outcome.node_count,
+             "solver_seconds": round(outcome.seconds, 6),
+             "warm_start": None if warm_plan is None else warm_plan.method,
+             "warm_start_accepted": outcome.warm_start_accepted}
+    return MilpRun(outcome.status, plan, outcome.objective, outcome.bound, outcome.seconds, build_seconds,
+                   outcome.message, milp, stats)
+
+
+def scale_up(problem: QueueingProblem, formulation: str = "auto", *, solver: str = "highs",
+             time_limit: float | None = None, threads: int | None = None, seed: int = 0) -> dict:
+    """The cheapest extra instances (per type) that make every SLO hold, found by the scale-up MILP."""
+    candidates = problem.with_candidates().with_objective("penalty")
+    if not any(q.optional for q in candidates.queues):
+        return {"status": "no_candidates", "extra_instances": {},
+                "message": "no scale-up candidates declared (set extra_available on an instance type)"}
+    chosen = choose_formulation(candidates, formulation)
+    run = solve_milp(candidates, "scale_up", chosen, solver=solver, time_limit=time_limit, threads=threads, seed=seed)
+    if run.plan is None:
+        reason = ("even with every candidate instance the SLOs cannot all be met"
+                  if run.status == SolveStatus.INFEASIBLE else run.message or run.status.value)
+        return {"status": run.status.value, "extra_instances": {}, "message": reason, "formulation": chosen}
+    report = validate_assignment(candidates, run.plan, "scale_up")
+    extra: dict[str, int] = {}
+    for q, seq in zip(candidates.queues, run.plan.queues):
+        if q.optional and seq:
+            name = candidates.types[q.type_index].name
+            extra[name] = extra.get(name, 0) + 1
+    proven = run.status == SolveStatus.OPTIMAL and chosen == "slots"
+    return {
+        "status": "optimal" if proven else "feasible",
+        "extra_instances": extra,
+        "cost": report.objective,
+        "valid": report.feasible,
+        "formulation": chosen,
+        "plan": run.plan.to_dict(),
+        "message": "" if proven else "upper bound: restricted formulation or time limit",
+    }
+
+
+def solve_queueing(problem: QueueingProblem, *, solver: str = "highs", formulation: str = "auto",
+                   time_limit: float | None = None, threads: int | None = None, seed: int = 0,
+                   soft_objective: str = "total_lateness", recommend_scale_up: bool = True,
+                   verbose: bool = False) -> Result[QueueAssignment]:
+    """The MILP on the problem's objective, with the soft version and scale-up when SLOs cannot be met."""
+    check_solver_name(solver)
+    precheck(problem)
+    if soft_objective not in OBJECTIVES or soft_objective in HARD_OBJECTIVES:
+        raise PlannerError(f"soft objective must be one of total_lateness, max_lateness, late_groups, got {soft_objective!r}")
+    t0 = time.perf_counter()
+    baselines = [run_heuristic(problem, name) for name in HEURISTICS]
+    valid = [r for r in baselines if r.validation and r.validation.feasible]
+    best_baseline = min(valid, key=lambda r: r.objective) if valid else None
+    chosen = choose_formulation(problem, formulation)
+    remaining = None if time_limit is None else max(time_limit - (time.perf_counter() - t0), 0.01)
+    # Warm start: the best baseline meeting the hard SLOs, else (soft objectives) the best baseline at all.
+    warm = best_baseline if best_baseline is not None or problem.hard_deadlines else min(baselines, key=lambda r: r.objective)
+    run = solve_milp(problem, problem.objective, chosen, solver=solver, time_limit=remaining, threads=threads,
+                     seed=seed, verbose=verbose, warm_plan=warm.solution if warm is not None else None)
+    stats = dict(run.stats)
+    stats["baseline_best"] = best_baseline.method if best_baseline else None
+
+    if problem.hard_deadlines and (run.status == SolveStatus.INFEASIBLE or (
+            run.status == SolveStatus.NO_SOLUTION and best_baseline is None)):
+        return _infeasible(problem, run, chosen, solver, soft_objective, recommend_scale_up, time_limit, threads, seed, t0,
+                           [b.solution for b in baselines if b.solution is not None])
+    if run.status == SolveStatus.ERROR or run.plan is None:
+        message = run.message or "no solution within the time limit"
+        if best_baseline is not None:
+            message += f"; the best baseline plan ({best_baseline.method}) is reported instead"
+            relaxed = penalty_lower_bound(problem) if problem.objective == "penalty" else None
+            return Result(FAMILY, "milp", solver, SolveStatus.FEASIBLE if run.status != SolveStatus.ERROR else SolveStatus.ERROR,
+                          best_baseline.objective, relaxed, time.perf_counter() - t0, best_baseline.solution,
+                          run.build_seconds, message, best_baseline.validation,
+                          "assignment relaxation (no swaps, no SLOs)" if relaxed is not None else "", stats)
+        status = SolveStatus.ERROR if run.status == SolveStatus.ERROR else SolveStatus.NO_SOLUTION
+        return Result(FAMILY, "milp", solver, status, None, None, time.perf_counter() - t0, None,
+                      run.build_seconds, message, None, "", stats)
+
+    report = validate_assignment(problem, run.plan)
+    objective, plan, message = report.objective, run.plan, run.message
+    exact = chosen == "slots"
+    status = run.status if exact else SolveStatus.FEASIBLE
+    bound, bound_source = None, ""
+    if exact and run.bound is not None:
+        bound = objective if status == SolveStatus.OPTIMAL else run.bound
+        bound_source = f"{solver} dual bound"
+    if problem.objective == "penalty" and status != SolveStatus.OPTIMAL:
+        relaxed = penalty_lower_bound(problem)
+        if relaxed is not None and (bound is None or relaxed > bound):
+            bound, bound_source = relaxed, "assignment relaxation (no swaps, no SLOs)"
+    if not exact:
+        message = _join(message, "model-block formulation (blocks in one run per model, EDF inside): "
+                                 "a feasible plan, not a proven optimum")
+    if best_baseline is not None and (not report.feasible or best_baseline.objective < objective - 1e-9):
+        message = _join(message, f"the {best_baseline.method} baseline is better ({best_baseline.objective:g} vs "
+                                 f"{objective:g}) and is reported")
+        plan, report, objective = best_baseline.solution, best_baseline.validation, best_baseline.objective
+        status = SolveStatus.FEASIBLE
+    elif run.objective is not None and abs(run.objective - objective) > 1e-6 * max(1.0, abs(objective)):
+        message = _join(message, f"MILP objective {run.objective:g} differs from the validator's {objective:g}")
+    if not report.feasible:
+        message = _join(message, f"validator rejects the plan: {report.summary()}")
+    if bound is not None and report.feasible and objective <= bound + 1e-9 * max(1.0, abs(objective)):
+        status, bound = SolveStatus.OPTIMAL, objective  # the plan meets a valid lower bound
+    if bound is not None and problem.objective == "penalty":
+        # the penalty carries the constant −Σ slo; the gap relative to Σ start is the informative one
+        total_start = objective + float(problem.slo().sum())
+        stats["gap_of_sum_start"] = (objective - bound) / max(abs(total_start), 1e-9)
+    stats.update(_plan_stats(report))
+    return Result(FAMILY, "milp", solver, status, objective, bound, time.perf_counter() - t0, plan,
+                  run.build_seconds, message, report, bound_source, stats)
+
+
+def _infeasible(problem, run, chosen, solver, soft_objective, recommend_scale_up, time_limit, threads, seed, t0,
+                baseline_plans):
+    """Hard SLOs infeasible (or no plan within the time limit): the soft plan (warm-started from the
+    best baseline on the soft objective) and the scale-up MILP.  ``time_limit`` applies to each MILP."""
+    stats = dict(run.stats)
+    exact = chosen == "slots"
+    proven = run.status == SolveStatus.INFEASIBLE
+    if not proven:
+        message = "no plan meeting every SLO was found within the time limit (infeasibility not proven)"
+    elif exact:
+        message = "the SLOs cannot all be met"
+    else:
+        message = "the model-block MILP finds no plan meeting every SLO (the exact slots MILP might)"
+    if proven and exact and problem.num_groups <= 12:
+        message += "; " + diagnose_infeasibility(run.milp.model, solver, time_limit_per_test=5.0).summary()
+    soft = problem.with_objective(soft_objective)
+    warm = min(baseline_plans, key=lambda plan: validate_assignment(soft, plan).objective, default=None)
+    soft_run = solve_milp(soft, soft_objective, chosen, solver=solver, time_limit=time_limit, threads=threads, seed=seed,
+                          warm_plan=warm)
+    if soft_run.plan is None and warm is not None:  # the solver stopped before reading any plan: keep the baseline
+        soft_run = MilpRun(SolveStatus.FEASIBLE, warm, None, None, soft_run.seconds, soft_run.build_seconds,
+                           soft_run.message, soft_run.milp, soft_run.stats)
+    plan, report = None, None
+    if soft_run.plan is not None:
+        plan = soft_run.plan
+        report = validate_assignment(soft, plan)
+        stats["soft"] = {"objective": soft_objective, "value": report.objective, "status": soft_run.status.value,
+                         "late_groups": report.details.get("late_groups"), "swaps": report.details.get("swaps")}
+        message += f"; soft version ({soft_objective}) = {report.objective:g}"
+    if recommend_scale_up:
+        rec = scale_up(problem, chosen, solver=solver, time_limit=time_limit, threads=threads, seed=seed)
+        stats["scale_up"] = rec
+        if rec["extra_instances"]:
+            message += "; scale-up: " + ", ".join(f"+{n} {t}" for t, n in rec["extra_instances"].items())
+        else:
+            message += f"; scale-up: {rec['message']}"
+    status = SolveStatus.INFEASIBLE if proven else SolveStatus.NO_SOLUTION
+    return Result(FAMILY, "milp", solver, status, None, None, time.perf_counter() - t0, plan,
+                  run.build_seconds, message, report, "", stats)
+
+
+def _join(a: str, b: str) -> str:
+    return f"{a}; {b}" if a else b
+
+
+def compare_queueing(problem: QueueingProblem, **kwargs) -> tuple[list[Result[QueueAssignment]], Result[QueueAssignment]]:
+    """Every baseline and the MILP on the problem's objective."""
+    precheck(problem)
+    return [run_heuristic(problem, name) for name in HEURISTICS], solve_queueing(problem, **kwargs)

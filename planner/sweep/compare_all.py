@@ -1,0 +1,178 @@
+"""`planner compare all INSTANCE_DIR`: every family's heuristics and exact solver on every instance.
+
+Generic over `planner.harness.available_families()`: an instance file belongs to a family by its
+``family:`` key or its directory (`planner.harness.family_of`); each (instance, method) pair is one
+point of a resumable sweep (`planner.sweep.run_sweep`), so the exact solves of many instances run in
+parallel, locally or on Ray, and an interrupted comparison resumes.
+
+Table columns: ``family, instance, method, kind (heuristic|exact), status, objective, bound, gap,
+gap_reference, seconds, message``.  The gap of a heuristic is `FamilyHarness.gap_to` its objective
+from the exact solver's objective when that is proven optimal (``gap_reference = optimum``), else
+from the exact solver's bound (``bound``: then the gap is an upper estimate of the gap to the
+optimum), else from the exact solver's incumbent (``exact incumbent``).  The exact row's gap is its
+own optimality gap (objective vs bound).  The summary gives each heuristic's mean and worst gap over
+the instances where it found a plan, and ``no_plan``: on how many it found none (infeasible or failed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from planner.errors import PlannerError
+from planner.harness import RunOptions, available_families, family_of
+from planner.sweep.engine import SweepPoint, SweepSummary, run_sweep
+
+TABLE_COLUMNS = ("family", "instance", "method", "kind", "status", "objective", "bound", "gap", "gap_reference",
+                 "seconds", "message")
+
+
+def find_instances(instance_dir: Path, families: tuple[str, ...] | None = None) -> list[tuple[str, Path]]:
+    """(family, path) of every instance file under ``instance_dir`` (recursive, sorted)."""
+    if not instance_dir.exists():
+        raise PlannerError(f"{instance_dir}: directory not found")
+    if not instance_dir.is_dir():
+        raise PlannerError(f"{instance_dir}: not a directory")
+    present = available_families()
+    if families is not None:
+        unknown = [f for f in families if f not in present]
+        if unknown:
+            raise PlannerError(f"--family {unknown[0]!r}: not an available family ({', '.join(present)})")
+        present = {k: v for k, v in present.items() if k in families}
+    found = []
+    for path in sorted(p for p in instance_dir.rglob("*") if p.suffix.lower() in (".yaml", ".yml") and p.is_file()):
+        fam = family_of(path, present)
+        if fam is not None:
+            found.append((fam, path))
+    if not found:
+        raise PlannerError(f"{instance_dir}: no instance of the families {', '.join(present)} found "
+                           "(YAML files with a family: key or under a directory named after the family)")
+    return found
+
+
+def run_compare_point(params: dict[str, Any]) -> dict[str, Any]:
+    """Sweep function: one method of one family on one instance file."""
+    import time
+
+    harness = available_families()[params["family"]]
+    start = time.perf_counter()
+    problem = harness.load(Path(params["path"]))
+    options = RunOptions(solver=params["solver"], time_limit=params["time_limit"], threads=params["threads"],
+                         seed=params["seed"])
+    result = harness.run(problem, params["method"], options)
+    validation = result.validation
+    message = result.message
+    if validation is not None and not validation.feasible:
+        message = (message + "; " if message else "") + f"validator: {validation.summary()}"
+    return {
+        "status": result.status.value,
+        "objective": result.objective,
+        "bound": result.bound,
+        "seconds": result.solve_seconds,
+        "wall_seconds": time.perf_counter() - start,
+        "validated": None if validation is None else bool(validation.feasible),
+        "message": message,
+    }
+
+
+def _fingerprint(instances: list[tuple[str, Path]], solver: str, time_limit: float, seed: int) -> str:
+    h = hashlib.sha256(json.dumps([solver, time_limit, seed]).encode())
+    for fam, path in instances:
+        h.update(fam.encode())
+        h.update(str(path.resolve()).encode())
+        h.update(hashlib.sha256(path.read_bytes()).digest())
+    return h.hexdigest()[:16]
+
+
+def compare_all(
+    instance_dir: Path,
+    out_dir: Path,
+    *,
+    solver: str = "highs",
+    time_limit: float = 60.0,
+    executor: str = "local",
+    address: str | None = None,
+    workers: int | None = None,
+    families: tuple[str, ...] | None = None,
+    seed: int = 0,
+    progress: bool = True,
+) -> tuple[pd.DataFrame, SweepSummary]:
+    """Run the comparison (resuming from ``out_dir/results.sqlite``); write compare.csv and summary.csv."""
+    instances = find_instances(instance_dir, families)
+    harnesses = available_families()
+    points = []
+    for fam, path in instances:
+        harness = harnesses[fam]
+        rel = str(path.relative_to(instance_dir))
+        for method in (*harness.heuristics, harness.exact_method):
+            points.append(SweepPoint(f"{fam}|{rel}|{method}", {
+                "family": fam, "path": str(path.resolve()), "instance": rel, "method": method, "solver": solver,
+                "time_limit": time_limit, "threads": 1, "seed": seed,
+                "kind": "exact" if method == harness.exact_method else "heuristic",
+            }))
+    results, summary = run_sweep(points, run_compare_point, db_path=out_dir / "results.sqlite",
+                                 fingerprint=_fingerprint(instances, solver, time_limit, seed), executor=executor,
+                                 workers=workers, address=address, progress=progress, description="compare all")
+    table = build_table(points, results, summary.failures)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out_dir / "compare.csv", index=False)
+    summarise(table).to_csv(out_dir / "summary.csv", index=False)
+    return table, summary
+
+
+def build_table(points: list[SweepPoint], results: dict[str, Any], failures: dict[str, str]) -> pd.DataFrame:
+    harnesses = available_families()
+    exact: dict[tuple[str, str], dict[str, Any]] = {}
+    for p in points:
+        if p.params["kind"] == "exact" and p.key in results:
+            exact[(p.params["family"], p.params["instance"])] = results[p.key]
+    rows = []
+    for p in points:
+        fam, inst = p.params["family"], p.params["instance"]
+        harness = harnesses[fam]
+        res = results.get(p.key)
+        if res is None:
+            rows.append({"family": fam, "instance": inst, "method": p.params["method"], "kind": p.params["kind"],
+                         "status": "failed", "objective": None, "bound": None, "gap": None, "gap_reference": "",
+                         "seconds": float("nan"), "message": failures.get(p.key, "not run")})
+            continue
+        gap, reference = None, ""
+        if p.params["kind"] == "exact":
+            gap, reference = harness.gap_to(res["objective"], res["bound"]), "own bound"
+        else:
+            ref = exact.get((fam, inst))
+            if ref is not None and ref["objective"] is not None and ref["status"] == "optimal":
+                gap, reference = harness.gap_to(res["objective"], ref["objective"]), "optimum"
+            elif ref is not None and ref["bound"] is not None:
+                gap, reference = harness.gap_to(res["objective"], ref["bound"]), "bound"
+            elif ref is not None and ref["objective"] is not None:
+                gap, reference = harness.gap_to(res["objective"], ref["objective"]), "exact incumbent"
+        rows.append({"family": fam, "instance": inst, "method": p.params["method"], "kind": p.params["kind"],
+                     "status": res["status"], "objective": res["objective"], "bound": res["bound"], "gap": gap,
+                     "gap_reference": reference, "seconds": res["seconds"], "message": res["message"]})
+    return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+
+
+def summarise(table: pd.DataFrame) -> pd.DataFrame:
+    """Mean and worst gap of each heuristic, per family (rows without a gap are left out)."""
+    rows = []
+    heur = table[(table.kind == "heuristic")]
+    for (fam, method), frame in heur.groupby(["family", "method"], sort=False):
+        gaps = pd.to_numeric(frame.gap, errors="coerce")
+        valid = gaps.notna()
+        no_plan = int(frame.objective.isna().sum())
+        if not valid.any():
+            rows.append({"family": fam, "method": method, "instances": 0, "no_plan": no_plan, "mean_gap": None,
+                         "worst_gap": None, "worst_instance": ""})
+            continue
+        worst = int(np.nanargmax(gaps.to_numpy(dtype=float)))
+        rows.append({"family": fam, "method": method, "instances": int(valid.sum()), "no_plan": no_plan,
+                     "mean_gap": float(gaps[valid].mean()), "worst_gap": float(gaps.max()),
+                     "worst_instance": str(frame.instance.iloc[worst])})
+    return pd.DataFrame(rows, columns=["family", "method", "instances", "no_plan", "mean_gap", "worst_gap",
+                                       "worst_instance"])

@@ -1,0 +1,258 @@
+"""`planner capacity`: end to end (HTML + CSV + Parquet), monotone counts, bounds, repair, bad input."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import REPO, run_cli
+
+from planner.capacity.points import point_problem, snapshot_requests, solve_capacity_point
+from planner.capacity.report import POINT_COLUMNS
+from planner.capacity.run import analyse, build_points, configurations
+from planner.capacity.scenario import load_scenario
+from planner.placement.solution import PlacementSolution
+from planner.placement.validator import validate_placement
+from planner.workloads.streams import find_distribution
+
+SMALL = """\
+name: small
+model: Llama-2-70B
+slos: {ttft_s: 1.6, atgt_s: 0.075}
+workload: {distribution: sharegpt}
+rates: [1, 2, 3, 4]
+gpus:
+  - {type: A100-80GB-SXM, price_per_hour: 1.8, tensor_parallel: [2, 4]}
+  - {type: H100-80GB-SXM, price_per_hour: 3.0, tensor_parallel: best}
+solve: {time_limit_s: 5, exact_max_requests: 80, seed: 1}
+"""
+
+
+def _write(tmp_path: Path, text: str, name: str = "scenario.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory):
+    """One end-to-end CLI run of the small scenario (serial executor), shared by the checks below."""
+    tmp = tmp_path_factory.mktemp("capacity")
+    scenario = _write(tmp, SMALL)
+    out = tmp / "out"
+    mp = pytest.MonkeyPatch()
+    import sys
+    from planner.cli.main import main
+
+    mp.setattr(sys, "argv", ["planner", "capacity", str(scenario), "--out", str(out), "--executor", "serial",
+                             "--no-progress"])
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    finally:
+        mp.undo()
+    return code, scenario, out
+
+
+def test_end_to_end_writes_html_csv_parquet_with_the_expected_columns(small_run):
+    code, _, out = small_run
+    assert code == 0
+    html = (out / "report.html").read_text()
+    assert html.count("src='data:image/png;base64,") == 3  # GPUs vs rate, cost vs rate, heuristic gap
+    assert "<img" in html and "http" not in html.split("<body>")[1].split("Generated")[0]  # self-contained
+    csv = pd.read_csv(out / "points.csv")
+    assert tuple(csv.columns) == POINT_COLUMNS
+    parquet = pd.read_parquet(out / "points.parquet")
+    assert tuple(parquet.columns) == POINT_COLUMNS and len(parquet) == len(csv)
+    # A100 at TP 2 and 4, H100 at its Eq. 6 best degree: 3 series × 4 rates.
+    assert len(csv) == 12
+    assert set(csv.gpu) == {"A100-80GB-SXM", "H100-80GB-SXM"}
+    assert (out / "results.sqlite").exists() and (out / "eq7.csv").exists()
+
+
+def test_gpu_counts_are_monotone_in_rate_and_bounds_hold(small_run):
+    _, _, out = small_run
+    csv = pd.read_csv(out / "points.csv")
+    for (_, _), frame in csv.groupby(["gpu", "tensor_parallel"]):
+        frame = frame.sort_values("rate")
+        assert frame.gpus.is_monotonic_increasing
+        assert frame.bound_gpus.is_monotonic_increasing
+    best = csv[csv.best_config]
+    for _, frame in best.groupby("gpu"):
+        assert frame.sort_values("rate").gpus.is_monotonic_increasing
+    assert (csv.bound_gpus <= csv.gpus).all()
+    assert (csv.gpus == csv.workers * csv.tensor_parallel).all()
+    # $/h = GPUs × price: e.g. 4 A100 GPUs × $1.8 = $7.2
+    assert (csv.usd_per_hour - csv.gpus * csv.price_per_gpu_hour).abs().max() < 1e-9
+    assert all(g == f"no plan can do it with fewer than {b} GPUs" for g, b in zip(csv.guarantee, csv.bound_gpus))
+    assert (csv.best_fit_workers >= csv.bound_workers).all()
+
+
+def test_rerun_skips_every_finished_point(small_run, monkeypatch, capsys):
+    _, scenario, out = small_run
+    before = pd.read_csv(out / "points.csv").drop(columns=["seconds"])
+    code, stdout, _ = run_cli(monkeypatch, capsys, "capacity", str(scenario), "--out", str(out), "--executor",
+                              "serial", "--no-progress")
+    assert code == 0 and "12 already in the database, 0 solved now" in stdout
+    pd.testing.assert_frame_equal(pd.read_csv(out / "points.csv").drop(columns=["seconds"]), before)
+
+
+def test_snapshots_are_nested_across_rates():
+    dist = find_distribution("sharegpt")
+    low = {r.request_id: r for r in snapshot_requests(dist, rate=2, rate_max=6, atgt_s=0.075, cap=4096, seed=4)}
+    high = {r.request_id: r for r in snapshot_requests(dist, rate=6, rate_max=6, atgt_s=0.075, cap=4096, seed=4)}
+    assert 0 < len(low) < len(high)
+    assert all(high[k] == r for k, r in low.items())  # same request, same state, in both snapshots
+
+
+def test_point_plan_passes_the_validator_and_counts_agree(tmp_path):
+    scenario = load_scenario(_write(tmp_path, SMALL))
+    configs, _, _ = configurations(scenario)
+    point = build_points(scenario, configs)[2]  # A100 TP 2 at 3 req/s
+    result = solve_capacity_point(point.params)
+    problem = point_problem(point.params)
+    ids = tuple(result["assignment"])
+    report = validate_placement(problem, PlacementSolution(ids, tuple(result["assignment"][i] for i in ids), "x"))
+    assert report.feasible
+    assert len(set(result["assignment"].values())) == result["workers"]
+    assert result["bound_workers"] <= result["workers"] <= result["best_fit_workers"]
+    assert set(ids) == {r.request_id for r in problem.requests}
+
+
+def test_a_worse_plan_at_a_lower_rate_is_replaced_by_the_restricted_higher_plan(tmp_path):
+    scenario = load_scenario(_write(tmp_path, SMALL.replace("tensor_parallel: [2, 4]", "tensor_parallel: [2]")
+                                    .replace("  - {type: H100-80GB-SXM, price_per_hour: 3.0, tensor_parallel: best}\n", "")))
+    configs, _, _ = configurations(scenario)
+    points = {p.key: p.params for p in build_points(scenario, configs)}
+    results = {k: solve_capacity_point(v) for k, v in points.items()}
+    low_key = min(points, key=lambda k: points[k]["rate"])
+    # Replace the lowest rate's plan by a valid but wasteful one: one worker per request, not proven optimal.
+    wasteful = dict(results[low_key])
+    ids = sorted(wasteful["assignment"])
+    wasteful.update(assignment={r: k for k, r in enumerate(ids)}, workers=len(ids), status="feasible",
+                    bound_workers=1)
+    results[low_key] = wasteful
+    table, _ = analyse(results, points, configs)
+    row = table[table.rate == points[low_key]["rate"]].iloc[0]
+    nxt = table.sort_values("rate").iloc[1]
+    assert row.plan_source == f"restricted from rate {nxt.rate:g}"
+    assert row.workers <= nxt.workers < len(ids)
+    assert table.sort_values("rate").workers.is_monotonic_increasing
+
+
+def test_lower_bounds_carry_up_in_rate(tmp_path):
+    scenario = load_scenario(_write(tmp_path, SMALL.replace("tensor_parallel: [2, 4]", "tensor_parallel: [2]")
+                                    .replace("  - {type: H100-80GB-SXM, price_per_hour: 3.0, tensor_parallel: best}\n", "")))
+    configs, _, _ = configurations(scenario)
+    points = {p.key: p.params for p in build_points(scenario, configs)}
+    results = {k: solve_capacity_point(v) for k, v in points.items()}
+    keys = sorted(points, key=lambda k: points[k]["rate"])
+    # Pretend the second rate proved only 1 worker: the first rate's proven bound still holds there.
+    weak = dict(results[keys[1]])
+    weak.update(bound_workers=1, status="feasible")
+    results[keys[1]] = weak
+    table, _ = analyse(results, points, configs)
+    first, second = table.sort_values("rate").iloc[:2].itertuples()
+    assert second.bound_workers == max(1, first.bound_workers)
+    if first.bound_workers > 1:
+        assert "proven at a lower rate" in second.bound_source
+
+
+def test_shipped_scenario_loads_and_sweeps_two_gpu_types():
+    path = REPO / "instances" / "capacity" / "llama2-70b-sharegpt-a100-h100.yaml"
+    scenario = load_scenario(path)
+    configs, excluded, eq6 = configurations(scenario)
+    assert {c.gpu for c in configs} == {"A100-80GB-SXM", "H100-80GB-SXM"}
+    assert len(scenario.rates) >= 4
+    # H100 "best": exactly one degree, the Eqs. 5–6 argmax among the feasible fitted degrees.
+    h100 = [c for c in configs if c.gpu == "H100-80GB-SXM"]
+    assert len(h100) == 1 and h100[0].tensor_parallel == eq6["H100-80GB-SXM"].best.tensor_parallel
+    assert any(e.gpu == "H100-80GB-SXM" and e.tensor_parallel == 1 for e in excluded)  # 138 GB > 80 GB
+
+
+# ---- bad input: one line each, and the results database is not touched -------------------------
+
+BAD = [
+    (lambda s: s.replace("model: Llama-2-70B\n", ""), "model: required field is missing"),
+    (lambda s: s.replace("slos: {ttft_s: 1.6, atgt_s: 0.075}\n", ""), "slos: required field is missing"),
+    (lambda s: s.replace("type: H100-80GB-SXM", "type: H200-NOPE"), "gpus[1].type: unknown GPU type 'H200-NOPE'"),
+    (lambda s: s.replace("rates: [1, 2, 3, 4]", "rates: []"), "rates: the rate grid is empty"),
+    (lambda s: s.replace("rates: [1, 2, 3, 4]", "rates: [1, -2]"), "rates: arrival rates must be positive"),
+    (lambda s: s.replace("model: Llama-2-70B", "model: GPT-9"), "model: unknown model 'GPT-9'"),
+    (lambda s: s.replace(", price_per_hour: 1.8", ""), "gpus[0].price_per_hour: required"),
+    (lambda s: s.replace("slos: {ttft_s: 1.6, atgt_s: 0.075}", "slos: {ttft_s: 1.6}"), "slos.atgt_s: required field"),
+]
+
+
+@pytest.mark.parametrize("edit,message", BAD, ids=[m.split(":")[0] for _, m in BAD])
+def test_bad_scenario_is_one_line_and_the_database_is_untouched(small_run, tmp_path, monkeypatch, capsys, edit, message):
+    _, _, out = small_run
+    db = out / "results.sqlite"
+    before = _digest(db)
+    bad = _write(tmp_path, edit(SMALL), "bad.yaml")
+    code, stdout, err = run_cli(monkeypatch, capsys, "capacity", str(bad), "--out", str(out), "--no-progress")
+    assert code == 2
+    assert message in err and "bad.yaml" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert _digest(db) == before
+
+
+def test_unreachable_ray_address_from_the_cli_is_one_line_and_the_database_is_untouched(small_run, monkeypatch, capsys):
+    _, scenario, out = small_run
+    db = out / "results.sqlite"
+    before = _digest(db)
+    code, _, err = run_cli(monkeypatch, capsys, "capacity", str(scenario), "--out", str(out), "--executor", "ray",
+                           "--address", "127.0.0.1:1", "--no-progress")
+    assert code == 2 and "no Ray cluster reachable" in err and len(err.strip().splitlines()) == 1
+    assert _digest(db) == before
+
+
+def test_a_changed_scenario_in_the_same_out_dir_is_refused(small_run, tmp_path, monkeypatch, capsys):
+    _, _, out = small_run
+    db = out / "results.sqlite"
+    before = _digest(db)
+    other = _write(tmp_path, SMALL.replace("seed: 1", "seed: 2"), "other.yaml")
+    code, _, err = run_cli(monkeypatch, capsys, "capacity", str(other), "--out", str(out), "--no-progress")
+    assert code == 2 and "different sweep" in err
+    assert _digest(db) == before
+
+
+def test_eq7_fit_matches_least_squares_by_hand(small_run):
+    _, _, out = small_run
+    csv = pd.read_csv(out / "points.csv")
+    fits = pd.read_csv(out / "eq7.csv")
+    for fit in fits.itertuples():
+        frame = csv[(csv.gpu == fit.gpu) & (csv.tensor_parallel == fit.tensor_parallel)]
+        x, y = frame.rate.to_numpy(float), frame.workers.to_numpy(float)
+        # slope = cov(x, y) / var(x); intercept = ȳ − slope·x̄
+        slope = ((x - x.mean()) * (y - y.mean())).sum() / ((x - x.mean()) ** 2).sum()
+        assert math.isclose(fit.k_w, slope, rel_tol=1e-9, abs_tol=1e-12)
+        assert math.isclose(fit.c_w, y.mean() - slope * x.mean(), rel_tol=1e-9, abs_tol=1e-9)
+
+
+def test_workload_from_a_real_trace_file(shared_data, tmp_path):
+    trace = shared_data / "traces" / "azure_llm_inference_2023" / "AzureLLMInferenceTrace_conv.csv"
+    if not trace.exists():
+        pytest.skip("Azure conversation trace not available")
+    text = SMALL.replace("workload: {distribution: sharegpt}", f"workload: {{trace: {trace}, format: azure}}")
+    scenario = load_scenario(_write(tmp_path, text))
+    assert scenario.workload_label.startswith("trace AzureLLMInferenceTrace_conv.csv")
+    assert scenario.distribution.source == str(trace)
+    configs, _, _ = configurations(scenario)
+    point = build_points(scenario, configs)[0]
+    result = solve_capacity_point(point.params)
+    assert result["requests"] > 0 and result["bound_workers"] <= result["workers"]
+    missing = text.replace(str(trace), str(tmp_path / "nope.csv"))
+    from planner.errors import InputError
+
+    with pytest.raises(InputError, match="workload.trace: file not found"):
+        load_scenario(_write(tmp_path, missing, "missing.yaml"))
