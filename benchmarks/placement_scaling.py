@@ -13,7 +13,7 @@ For each (family, N, seed) it prints and writes: model size, build seconds, tota
 (heuristics + LNS + MIP), status, workers, bound, gap and the build share of the total.
 
 Usage:  python benchmarks/placement_scaling.py [--sizes 100,250,500,1000] [--seeds 0,1,2]
-        [--time-limit 60] [--threads 2] [--out benchmarks/results/placement_scaling.md]
+        [--time-limit 60] [--threads 2] [--out benchmarks/results/placement_scaling.md] [--quick]
 """
 
 from __future__ import annotations
@@ -67,11 +67,15 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--solver", default="highs")
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "placement_scaling.md"))
+    ap.add_argument("--quick", action="store_true", help="N = 100, 250 with seed 0 only (about a minute)")
     args = ap.parse_args()
+    if args.quick:
+        args.sizes, args.seeds = "100,250", "0"
     header = ("| family | N | seed | variables | rows | nonzeros | build s | total s | status | workers | bound "
               "| gap | build share | LNS |")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     lines = [f"# Placement MIP scaling ({args.solver}, time limit {args.time_limit:g} s, {args.threads} threads)", "",
-             f"Machine: {machine()}", "", header, "|" + "---|" * 14]
+             f"Machine: {machine()}, load average at start {load:.2f}", "", header, "|" + "---|" * 14]
     print(header)
     for family in args.families.split(","):
         for n in (int(s) for s in args.sizes.split(",")):
