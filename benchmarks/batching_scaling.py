@@ -33,8 +33,8 @@ def machine_line() -> str:
     except OSError:
         pass
     ver = getattr(highspy.Highs(), "version", lambda: "?")()
-    return (f"machine: {cpu}, {os.cpu_count()} cores visible, Python {sys.version.split()[0]}, HiGHS {ver} "
-            "(other engineers' jobs were loading the same 2 cores during the run)")
+    return (f"machine: {cpu}, {os.cpu_count()} cores visible, Python {sys.version.split()[0]}, HiGHS {ver}, "
+            f"load average at start {os.getloadavg()[0]:.2f}")
 
 
 def main() -> None:

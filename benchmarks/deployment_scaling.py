@@ -59,7 +59,7 @@ def machine_line() -> str:
     except Exception:  # noqa: BLE001
         grb = "n/a"
     return (f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, highspy {version('highspy')}, "
-            f"gurobi {grb}.  Other helpers were loading the same 2 cores while this ran: times are upper-side.")
+            f"gurobi {grb}, load average at start {os.getloadavg()[0]:.2f}.")
 
 
 def bench_enumeration(sizes: list[int]) -> list[str]:

@@ -48,7 +48,7 @@ def machine_line() -> str:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     return (f"Machine: {cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}, "
             f"highspy {highs} (not used: the exact method is a pure-Python branch-and-bound); "
-            f"load average at start {load:.1f} (other engineers' jobs share the CPU).")
+            f"load average at start {load:.2f}.")
 
 
 def exact_vs_exhaustive(sizes: list[int], b_maxes: list[int], cap: float, seed: int) -> list[str]:

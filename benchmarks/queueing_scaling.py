@@ -57,7 +57,7 @@ def main() -> None:
     lines = [
         "# Queueing (QLM) MILP scaling",
         "",
-        f"Machine: {machine()}. Other engineers' jobs shared these 2 cores while this ran, so times are noisy.",
+        f"Machine: {machine()}, load average at start {os.getloadavg()[0]:.2f}.",
         f"Time limit {args.time_limit:g} s per MILP (HiGHS, {args.threads} threads), seed {args.seed}, objective penalty "
         "(Σ estimated start − SLO, hard SLOs). `total s` = baselines + build + MILP.",
         "",

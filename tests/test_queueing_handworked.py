@@ -131,3 +131,14 @@ def test_busy_queue_delays_every_group(formulation):
     res = solve_queueing(p, formulation=formulation)
     assert res.objective == pytest.approx(-189.0)
     assert res.validation.details["start_s"] == {"a": 6.0, "b": 5.0}
+
+
+def test_blocks_infeasibility_is_not_reported_as_proven():
+    # The model-block MILP is a restriction of the slots MILP: when it finds no plan meeting every SLO,
+    # the problem is not proven infeasible.  Same infeasible case as above (one queue, SLO 10, work 10 each).
+    p = make_problem(["A"] * 4, [10] * 4, [10] * 4, swap=5.0, loaded="A")
+    exact = solve_queueing(p, formulation="slots", recommend_scale_up=False)
+    restricted = solve_queueing(p, formulation="blocks", recommend_scale_up=False)
+    assert exact.status == SolveStatus.INFEASIBLE
+    assert restricted.status == SolveStatus.NO_SOLUTION
+    assert "might" in restricted.message

@@ -45,7 +45,7 @@ def _guess_format(source: Path) -> str:
 def fit_cmd(
     source: Path = typer.Argument(..., help="profile: splitwise perf_model.csv, a Vidur profiling directory, or a batch-profile CSV"),
     fmt: str = typer.Option(None, "--format", help="splitwise | vidur | table (default: guessed from the path)"),
-    kind: str = typer.Option("aladdin", help="aladdin, bilinear or both"),
+    kind: str = typer.Option("aladdin", help="aladdin, bilinear, hetero (p1..p8 of the heterogeneous-cluster paper) or both (aladdin + bilinear)"),
     out_dir: Path = typer.Option(Path("models"), "--out-dir", help="where to write <kind>/<model>__<gpu>__tp<g>.yaml"),
     model: str = typer.Option(None, help="fit only this model (catalog name)"),
     gpu: str = typer.Option(None, help="fit only this GPU type"),

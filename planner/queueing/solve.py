@@ -250,7 +250,8 @@ def _infeasible(problem, run, chosen, solver, soft_objective, recommend_scale_up
             message += "; scale-up: " + ", ".join(f"+{n} {t}" for t, n in rec["extra_instances"].items())
         else:
             message += f"; scale-up: {rec['message']}"
-    status = SolveStatus.INFEASIBLE if proven else SolveStatus.NO_SOLUTION
+    # The model-block MILP is a restriction: its infeasibility proves nothing about the problem.
+    status = SolveStatus.INFEASIBLE if proven and exact else SolveStatus.NO_SOLUTION
     return Result(FAMILY, "milp", solver, status, None, None, time.perf_counter() - t0, plan,
                   run.build_seconds, message, report, "", stats)
 
