@@ -75,7 +75,8 @@ def fmt(value: float | None, digits: int = 3) -> str:
 
 
 def fmt_gap(gap: float | None) -> str:
-    return "-" if gap is None else f"{100 * gap:.2f}%"
+    """A relative gap as a percentage; "-" when unknown (None or NaN)."""
+    return "-" if gap is None or gap != gap else f"{100 * gap:.2f}%"
 
 
 class SolveProgress:
