@@ -22,11 +22,14 @@ and retried by the next run; the other points go on.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import socket
+import sys
+import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -162,6 +165,29 @@ def call_point_outcome_of(exc: BaseException) -> tuple[bool, Any, float]:
     return False, f"worker process failed: {type(exc).__name__}: {exc}", 0.0
 
 
+@contextlib.contextmanager
+def _stderr_kept_aside() -> Iterator[None]:
+    """Send file descriptor 2 to a temporary file while Ray connects.
+
+    Ray's C++ core writes its retry warnings (one line a second for ~20 s when a GCS does not answer)
+    straight to the process's stderr, below Python's logging; the user gets one line from us instead.
+    The captured text is replayed only when PLANNER_DEBUG is set.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            if os.environ.get("PLANNER_DEBUG"):
+                sink.seek(0)
+                sys.stderr.write(sink.read().decode(errors="replace"))
+
+
 class _RayExecutor(_Executor):
     def __init__(self, address: str | None, workers: int | None) -> None:
         import ray
@@ -170,8 +196,9 @@ class _RayExecutor(_Executor):
             if address is not None:
                 check_ray_address(address)
             try:
-                ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                         logging_level="ERROR", configure_logging=True)
+                with _stderr_kept_aside():
+                    ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                             logging_level="ERROR", configure_logging=True)
             except Exception as exc:  # ray raises ConnectionError, RuntimeError, ... with long texts
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                 raise PlannerError(f"Ray: cannot connect to {address or 'a local instance'} ({first})") from None
