@@ -30,9 +30,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from statistics import NormalDist
 
 import numpy as np
-from scipy.stats import norm
 
 from planner.catalog import find_gpu, find_model
 from planner.costmodels.files import find_cost_model
@@ -111,7 +111,7 @@ def group_work_s(num_requests: int, mean_output: float, std_output: float, max_o
         return num_requests * max_output / theta
     tokens = num_requests * mean_output
     if settings.quantile is not None:
-        tokens += float(norm.ppf(settings.quantile)) * math.sqrt(num_requests) * std_output
+        tokens += NormalDist().inv_cdf(settings.quantile) * math.sqrt(num_requests) * std_output
     return tokens / theta
 
 
@@ -127,4 +127,4 @@ def queue_waiting_quantile(counts: np.ndarray, means: np.ndarray, stds: np.ndarr
     if quantile is None:
         return mean / theta
     std = math.sqrt(float(np.dot(counts, np.square(stds))))
-    return (mean + float(norm.ppf(quantile)) * std) / theta
+    return (mean + NormalDist().inv_cdf(quantile) * std) / theta
