@@ -171,16 +171,25 @@ class HeteroCostModel(_Frozen):
     def seconds_per_unit(self) -> float:
         return _TIME_SCALE[self.time_unit]
 
+    def as_bilinear(self) -> BilinearCostModel:
+        """The same model under the bilinear names (p1..p4 = prefill α, β, γ, δ; p5..p8 = decode α, β, γ, δ).
+
+        Eq. 3 is Eq. 14 and Eq. 4 is Eq. 16 of the SA paper, so the evaluation is shared with
+        `BilinearCostModel` instead of being written twice.
+        """
+        return BilinearCostModel(
+            model=self.model, gpu=self.gpu, tensor_parallel=self.tensor_parallel, time_unit=self.time_unit,
+            prefill=BilinearCoefficients(alpha=self.p1, beta=self.p2, gamma=self.p3, delta=self.p4),
+            decode=BilinearCoefficients(alpha=self.p5, beta=self.p6, gamma=self.p7, delta=self.p8),
+            valid_range=self.valid_range, provenance=self.provenance, fit=self.fit)
+
     def prefill_time_s(self, batch_size: float, input_tokens: float) -> float:
-        """Eq. 3 in seconds."""
-        b, i = batch_size, input_tokens
-        return (self.p1 * b * i + self.p2 * b + self.p3 * i + self.p4) * self.seconds_per_unit
+        """Eq. 3 in seconds: ``p1·b·I + p2·b + p3·I + p4``."""
+        return self.as_bilinear().prefill_time_s(batch_size, input_tokens)
 
     def decode_time_s(self, batch_size: float, input_tokens: float, output_tokens: float) -> float:
-        """Eq. 4 in seconds, closed form: ``Σ_{k=1}^{O} (I+k) = O·I + O(O+1)/2``."""
-        b, i, o = batch_size, input_tokens, output_tokens
-        context_sum = o * i + o * (o + 1) / 2.0
-        return ((self.p5 * b + self.p7) * context_sum + (self.p6 * b + self.p8) * o) * self.seconds_per_unit
+        """Eq. 4 in seconds, closed form: ``(p5·b + p7)·(O·I + O(O+1)/2) + (p6·b + p8)·O``."""
+        return self.as_bilinear().decode_time_s(batch_size, input_tokens, output_tokens)
 
 
 CostModel = Annotated[AladdinCostModel | BilinearCostModel | HeteroCostModel, Field(discriminator="kind")]

@@ -200,10 +200,6 @@ class RoutingProblem(Frozen):
         times = np.empty((len(inputs), len(self.instances)))
         for s, inst in enumerate(self.instances):
             b = self.batch_sizes[:, s]
-            c = inst.cost
-            scale = c.seconds_per_unit
-            prefill = (c.p1 * b * inputs + c.p2 * b + c.p3 * inputs + c.p4) * scale
-            context_sum = outputs * inputs + outputs * (outputs + 1) / 2.0
-            decode = ((c.p5 * b + c.p7) * context_sum + (c.p6 * b + c.p8) * outputs) * scale
-            times[:, s] = (prefill + decode) / b
+            cost = inst.cost.as_bilinear()  # Eqs. 3–4, evaluated element-wise on the arrays
+            times[:, s] = (cost.prefill_time_s(b, inputs) + cost.decode_time_s(b, inputs, outputs)) / b
         return times
