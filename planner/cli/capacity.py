@@ -13,7 +13,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from planner.cli.common import CommandGroups, fmt, fmt_gap, out, to_json
+from planner.cli.common import CommandGroups, JsonOption, SeedOption, fmt, fmt_gap, out, to_json
 from planner.errors import PlannerError
 from planner.sweep.engine import EXECUTORS
 
@@ -27,7 +27,7 @@ def capacity_cmd(
     address: str = typer.Option(None, help="Ray cluster address (HOST:PORT or ray://HOST:PORT) for --executor ray"),
     workers: int = typer.Option(None, help="parallel points (default: CPU count, or the Ray cluster's CPUs)"),
     progress: bool = typer.Option(True, help="progress bar on stderr"),
-    json_out: bool = typer.Option(False, "--json", help="print every point as JSON"),
+    json_out: JsonOption = False,
 ) -> None:
     """Capacity plan: minimal GPUs per GPU type, TP degree and arrival rate, with bounds, Eq. 7 and $/h.
 
@@ -77,9 +77,9 @@ def compare_all_cmd(
     address: str = typer.Option(None, help="Ray cluster address for --executor ray"),
     workers: int = typer.Option(None, help="parallel runs (default: CPU count)"),
     family: str = typer.Option(None, help="only this family (comma-separated list allowed)"),
-    seed: int = typer.Option(0),
+    seed: SeedOption = 0,
     progress: bool = typer.Option(True, help="progress bar on stderr"),
-    json_out: bool = typer.Option(False, "--json"),
+    json_out: JsonOption = False,
 ) -> None:
     """Every family's heuristics and exact solver over a directory of instances: one table and gap summary."""
     from planner.solver import check_solver_name

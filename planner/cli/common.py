@@ -8,14 +8,31 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Optional
 
+import typer
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
 from planner.errors import PlannerError
 from planner.solver import ProgressEvent
+
+SOLVER_HELP = "MIP solver: highs (default, no license) or gurobi (size-limited pip license)"
+
+# The options every solve / compare command shares, declared once.  Use them as annotations with the
+# default in the signature, e.g. ``solver: SolverOption = "highs"``; a command whose option needs other
+# help text declares its own ``typer.Option``.
+SolverOption = Annotated[str, typer.Option(help=SOLVER_HELP)]
+TimeLimitOption = Annotated[Optional[float], typer.Option(
+    "--time-limit", help="seconds for the exact solve; returns the incumbent and bound when hit")]
+ThreadsOption = Annotated[Optional[int], typer.Option(
+    help="solver threads (default: the solver's; HiGHS: fixed for the process after the first solve)")]
+SeedOption = Annotated[int, typer.Option(help="random seed (same inputs and seed give the same plan)")]
+JsonOption = Annotated[bool, typer.Option("--json", help="print one JSON object instead of tables")]
+OutOption = Annotated[Optional[Path], typer.Option("--out", help="also write the JSON result to this file")]
+ForceOption = Annotated[bool, typer.Option("--force", help="overwrite --out if it exists")]
+
 
 @dataclass(frozen=True)
 class CommandGroups:

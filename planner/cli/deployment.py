@@ -7,12 +7,14 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from planner.cli.common import CommandGroups, err, fmt, fmt_gap, out, to_json, write_output
+from planner.cli.common import (
+    CommandGroups, ForceOption, JsonOption, OutOption, SeedOption, SolverOption, ThreadsOption,
+    TimeLimitOption, err, fmt, fmt_gap, out, to_json, write_output,
+)
 from planner.core.result import Result
 from planner.errors import PlannerError
 from planner.solver import SolveStatus, check_solver_name
 
-SOLVER_HELP = "MILP solver: highs (default) or gurobi (size-limited pip license)"
 
 
 def _check(solver: str, time_limit: float | None) -> None:
@@ -95,12 +97,12 @@ def _print_cost(problem, result: Result) -> None:
 
 def solve_deployment_cmd(
     instance: Path = typer.Argument(..., help="deployment instance YAML (cluster or cost plan)"),
-    solver: str = typer.Option("highs", help=SOLVER_HELP),
-    time_limit: float = typer.Option(None, "--time-limit", help="seconds for the MILP"),
-    threads: int = typer.Option(None),
-    seed: int = typer.Option(0),
-    json_out: bool = typer.Option(False, "--json", help="print one JSON object"),
-    output: Path = typer.Option(None, "--out", help="also write the JSON result here"),
+    solver: SolverOption = "highs",
+    time_limit: TimeLimitOption = None,
+    threads: ThreadsOption = None,
+    seed: SeedOption = 0,
+    json_out: JsonOption = False,
+    output: OutOption = None,
     force: bool = typer.Option(False, help="overwrite --out"),
 ) -> None:
     """Ranked TP configurations of a cluster, or the cost-minimal plan when the instance gives load and inventory."""
@@ -125,13 +127,13 @@ def solve_deployment_cmd(
 def plan_cost_cmd(
     instance: Path = typer.Argument(..., help="cost-plan YAML: inventory (machines, prices), demands (rate, SLOs)"),
     max_load: bool = typer.Option(False, "--max-load", help="only answer: the most load this inventory can serve"),
-    solver: str = typer.Option("highs", help=SOLVER_HELP),
-    time_limit: float = typer.Option(None, "--time-limit"),
-    threads: int = typer.Option(None),
-    seed: int = typer.Option(0),
-    json_out: bool = typer.Option(False, "--json"),
-    output: Path = typer.Option(None, "--out"),
-    force: bool = typer.Option(False),
+    solver: SolverOption = "highs",
+    time_limit: TimeLimitOption = None,
+    threads: ThreadsOption = None,
+    seed: SeedOption = 0,
+    json_out: JsonOption = False,
+    output: OutOption = None,
+    force: ForceOption = False,
 ) -> None:
     """Cost-minimal GPU mix under an inventory (MILP with gap), or the maximum servable load."""
     from planner.deployment.cost_solve import max_servable_load, solve_cost_plan
@@ -161,13 +163,13 @@ def plan_cost_cmd(
 
 def solve_routing_cmd(
     instance: Path = typer.Argument(..., help="routing batch YAML"),
-    solver: str = typer.Option("highs", help=SOLVER_HELP),
+    solver: SolverOption = "highs",
     time_limit: float = typer.Option(60.0, "--time-limit", help="seconds for the MILP (incumbent and bound when hit)"),
-    threads: int = typer.Option(None),
-    seed: int = typer.Option(0),
-    json_out: bool = typer.Option(False, "--json"),
-    output: Path = typer.Option(None, "--out"),
-    force: bool = typer.Option(False),
+    threads: ThreadsOption = None,
+    seed: SeedOption = 0,
+    json_out: JsonOption = False,
+    output: OutOption = None,
+    force: ForceOption = False,
 ) -> None:
     """Exact makespan routing (R||Cmax with KV limits) of one request batch."""
     from planner.deployment.instance import load_routing_instance
@@ -190,13 +192,13 @@ def solve_routing_cmd(
 
 def compare_routing_cmd(
     instance: Path = typer.Argument(..., help="routing batch YAML"),
-    solver: str = typer.Option("highs", help=SOLVER_HELP),
+    solver: SolverOption = "highs",
     time_limit: float = typer.Option(60.0, "--time-limit", help="seconds for the MILP"),
-    threads: int = typer.Option(None),
-    seed: int = typer.Option(0),
-    json_out: bool = typer.Option(False, "--json"),
-    output: Path = typer.Option(None, "--out"),
-    force: bool = typer.Option(False),
+    threads: ThreadsOption = None,
+    seed: SeedOption = 0,
+    json_out: JsonOption = False,
+    output: OutOption = None,
+    force: ForceOption = False,
 ) -> None:
     """RR, WRR, SI, MB and the workload mapper against the exact makespan (gap to optimum or to the bound)."""
     from planner.deployment.instance import load_routing_instance

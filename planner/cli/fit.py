@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from planner.cli.common import err, out, to_json
+from planner.cli.common import JsonOption, err, out, to_json
 from planner.costmodels.files import cost_model_filename, save_cost_model
 from planner.errors import PlannerError
 
@@ -52,7 +52,7 @@ def fit_cmd(
     tensor_parallel: int = typer.Option(None, "--tp", help="fit only this TP degree"),
     seed: int = typer.Option(0, help="seed of the held-out split"),
     force: bool = typer.Option(False, help="overwrite existing model files"),
-    json_out: bool = typer.Option(False, "--json"),
+    json_out: JsonOption = False,
 ) -> None:
     """Fit cost models by least squares and report held-out error (MAPE on rows not used for fitting)."""
     if not source.exists():

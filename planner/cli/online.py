@@ -8,7 +8,7 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from planner.cli.common import SolveProgress, out, to_json, write_output
+from planner.cli.common import ForceOption, JsonOption, SeedOption, SolveProgress, out, to_json, write_output
 from planner.cli.placement import make_options, make_slos, resolve_serving
 from planner.core.types import Request, WorkerConfig, Workload
 from planner.errors import PlannerError
@@ -61,10 +61,10 @@ def replay_cmd(
     mode: str = typer.Option("colocated", help="colocated or decode_only"),
     strictness: float = typer.Option(0.5, help="λ"),
     kv_headroom: float = typer.Option(1.0, help="θ"),
-    seed: int = typer.Option(0),
-    json_out: bool = typer.Option(False, "--json"),
+    seed: SeedOption = 0,
+    json_out: JsonOption = False,
     output: Path = typer.Option(None, "--out", help="write per-request and per-heartbeat tables (CSV) with this prefix"),
-    force: bool = typer.Option(False),
+    force: ForceOption = False,
 ) -> None:
     """Replay a request stream heartbeat by heartbeat (online placement + Alg. 2) and measure SLOs."""
     _check_method(method)
@@ -118,8 +118,8 @@ def scaling_cmd(
     mode: str = typer.Option("colocated"),
     strictness: float = typer.Option(0.5),
     kv_headroom: float = typer.Option(1.0),
-    seed: int = typer.Option(0),
-    json_out: bool = typer.Option(False, "--json"),
+    seed: SeedOption = 0,
+    json_out: JsonOption = False,
 ) -> None:
     """Workers needed vs arrival rate (best-fit over Poisson heartbeats) and the Eq. 7 fit N_w = ⌈k·λ + c⌉."""
     _check_method(method)

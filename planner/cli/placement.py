@@ -8,7 +8,10 @@ import typer
 from rich.table import Table
 
 from planner.catalog import find_gpu, find_model
-from planner.cli.common import SolveProgress, err, fmt, fmt_gap, out, to_json, write_output
+from planner.cli.common import (
+    ForceOption, JsonOption, OutOption, SeedOption, SolveProgress, SolverOption, ThreadsOption,
+    TimeLimitOption, err, fmt, fmt_gap, out, to_json, write_output,
+)
 from planner.core.result import Result
 from planner.core.types import SLOClass, SLOSet, WorkerConfig
 from planner.costmodels.files import cost_model_filename, default_models_dir, load_cost_model
@@ -22,7 +25,6 @@ from planner.placement.worker_config import worker_configurations
 from planner.solver import SolveStatus, check_solver_name
 from planner.workloads.streams import find_distribution
 
-SOLVER_HELP = "MIP solver: highs (default, no license) or gurobi (size-limited pip license)"
 
 
 def _summary_table(result: Result, title: str) -> Table:
@@ -71,13 +73,13 @@ def _worker_table(result: Result, limit: int = 20) -> Table | None:
 
 def solve_placement_cmd(
     instance: Path = typer.Argument(..., help="placement scenario YAML"),
-    solver: str = typer.Option("highs", help=SOLVER_HELP),
-    time_limit: float = typer.Option(None, "--time-limit", help="seconds; returns the incumbent and bound when hit"),
-    threads: int = typer.Option(None, help="solver threads (HiGHS: fixed for the process after the first solve)"),
-    seed: int = typer.Option(0, help="random seed (solver, LNS and randomised heuristics)"),
-    json_out: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
-    output: Path = typer.Option(None, "--out", help="also write the JSON result to this file"),
-    force: bool = typer.Option(False, help="overwrite --out if it exists"),
+    solver: SolverOption = "highs",
+    time_limit: TimeLimitOption = None,
+    threads: ThreadsOption = None,
+    seed: SeedOption = 0,
+    json_out: JsonOption = False,
+    output: OutOption = None,
+    force: ForceOption = False,
     verbose: bool = typer.Option(False, help="show the solver log"),
 ) -> None:
     """Solve the Aladdin placement MIP of one heartbeat to proven optimality."""
@@ -106,13 +108,13 @@ def solve_placement_cmd(
 
 def compare_placement_cmd(
     instance: Path = typer.Argument(..., help="placement scenario YAML"),
-    solver: str = typer.Option("highs", help=SOLVER_HELP),
-    time_limit: float = typer.Option(None, "--time-limit", help="seconds for the MIP"),
-    threads: int = typer.Option(None),
-    seed: int = typer.Option(0),
-    json_out: bool = typer.Option(False, "--json"),
-    output: Path = typer.Option(None, "--out", help="also write the JSON comparison to this file"),
-    force: bool = typer.Option(False),
+    solver: SolverOption = "highs",
+    time_limit: TimeLimitOption = None,
+    threads: ThreadsOption = None,
+    seed: SeedOption = 0,
+    json_out: JsonOption = False,
+    output: OutOption = None,
+    force: ForceOption = False,
 ) -> None:
     """Every heuristic against the MIP optimum: workers, lower bound, gap to optimum, time."""
     check_solver_name(solver)
@@ -185,7 +187,7 @@ def generate_placement_cmd(
     mode: str = typer.Option("colocated", help="colocated or decode_only"),
     strictness: float = typer.Option(0.5, help="λ"),
     kv_headroom: float = typer.Option(1.0, help="θ"),
-    seed: int = typer.Option(0),
+    seed: SeedOption = 0,
     name: str = typer.Option(None, help="instance name (default: file stem)"),
     force: bool = typer.Option(False, help="overwrite existing files"),
 ) -> None:
@@ -220,7 +222,7 @@ def worker_config_cmd(
     memory_utilization: float = typer.Option(1.0, help="fraction of GPU memory usable (vLLM gpu_memory_utilization)"),
     price: float = typer.Option(None, help="GPU price per hour, for $/million tokens"),
     models_dir: Path = typer.Option(None, help="directory of cost-model files (default: ./models)"),
-    json_out: bool = typer.Option(False, "--json"),
+    json_out: JsonOption = False,
 ) -> None:
     """Best GPUs per worker (Eq. 5–6): per-GPU decode throughput under KV and ATGT limits."""
     llm, gpu_spec = resolve_model_gpu(model, gpu)

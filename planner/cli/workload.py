@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from planner.cli.common import out, to_json
+from planner.cli.common import ForceOption, JsonOption, out, to_json
 from planner.errors import PlannerError
 from planner.workloads.lengths import TRACE_FORMATS, derive_length_distribution, read_trace_lengths, save_length_distribution
 from planner.workloads.streams import available_distributions, find_distribution
@@ -23,7 +23,7 @@ def derive_cmd(
     output: Path = typer.Option(..., "--out", help="YAML to write"),
     source: str = typer.Option(None, help="provenance line stored in the file (default: the trace path)"),
     bins: int = typer.Option(24, help="log-spaced input-length bins"),
-    force: bool = typer.Option(False, help="overwrite --out if it exists"),
+    force: ForceOption = False,
 ) -> None:
     """Summarise a trace as input-length bins with output quantiles (what the project ships instead of traces)."""
     if output.exists() and not force:
@@ -40,7 +40,7 @@ def derive_cmd(
 @app.command("show")
 def show_cmd(
     name: str = typer.Argument(None, help="distribution name or YAML path (omit to list the shipped ones)"),
-    json_out: bool = typer.Option(False, "--json"),
+    json_out: JsonOption = False,
 ) -> None:
     """List shipped distributions, or show one."""
     if name is None:
