@@ -14,8 +14,6 @@ Usage:  python benchmarks/deployment_scaling.py [--quick] [--out benchmarks/resu
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -25,6 +23,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from machine_info import machine_line  # noqa: E402
 from planner.catalog import find_gpu, find_model  # noqa: E402
 from planner.costmodels.models import HeteroCostModel  # noqa: E402
 from planner.deployment.cost_solve import solve_cost_plan  # noqa: E402
@@ -41,25 +40,6 @@ from planner.workloads.streams import find_distribution  # noqa: E402
 
 TYPES = ["V100-32GB-SXM2", "A100-80GB-SXM", "H100-80GB-SXM", "A800-80GB-PCIe", "L40S-48GB", "A40-48GB"]
 
-
-def machine_line() -> str:
-    from importlib.metadata import version
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        import gurobipy
-        grb = ".".join(map(str, gurobipy.gurobi.version()))
-    except Exception:  # noqa: BLE001
-        grb = "n/a"
-    return (f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, highspy {version('highspy')}, "
-            f"gurobi {grb}, load average at start {os.getloadavg()[0]:.2f}.")
 
 
 def bench_enumeration(sizes: list[int]) -> list[str]:

@@ -19,11 +19,10 @@ Usage:  python benchmarks/placement_scaling.py [--sizes 100,250,500,1000] [--see
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import time
 from pathlib import Path
 
+from machine_info import machine_line
 from planner.catalog import find_gpu, find_model
 from planner.core.types import SLOClass, SLOSet, WorkerConfig
 from planner.costmodels.files import find_cost_model
@@ -34,13 +33,6 @@ from planner.workloads.streams import find_distribution
 
 REPO = Path(__file__).resolve().parents[1]
 
-
-def machine() -> str:
-    try:
-        cpu = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
-    except (OSError, StopIteration):
-        cpu = platform.processor() or "unknown CPU"
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()}"
 
 
 def make_problem(family: str, n: int, seed: int):
@@ -73,9 +65,8 @@ def main() -> None:
         args.sizes, args.seeds = "100,250", "0"
     header = ("| family | N | seed | variables | rows | nonzeros | build s | total s | status | workers | bound "
               "| gap | build share | LNS |")
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     lines = [f"# Placement MIP scaling ({args.solver}, time limit {args.time_limit:g} s, {args.threads} threads)", "",
-             f"Machine: {machine()}, load average at start {load:.2f}", "", header, "|" + "---|" * 14]
+             f"Machine: {machine_line()}", "", header, "|" + "---|" * 14]
     print(header)
     for family in args.families.split(","):
         for n in (int(s) for s in args.sizes.split(",")):

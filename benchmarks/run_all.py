@@ -30,36 +30,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import subprocess
 import sys
 import time
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
+
+from machine_info import machine_line
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 
-
-def _version(package: str) -> str:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return "not installed"
-
-
-def machine() -> str:
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
-    except (OSError, StopIteration):
-        cpu = platform.processor() or "unknown CPU"
-    try:
-        load = "load average %.2f %.2f %.2f at the start" % os.getloadavg()
-    except OSError:
-        load = "load average unknown"
-    return (f"{cpu}, {os.cpu_count()} cores ({load}), Python {platform.python_version()}, {platform.system()}, "
-            f"highspy {_version('highspy')}, gurobipy {_version('gurobipy')}, planner {_version('planner')}")
 
 
 def find_scripts(only: set[str] | None = None) -> list[Path]:
@@ -147,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     timeout = args.timeout if args.timeout is not None else (600.0 if args.quick else None)
     started = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    machine_line = machine()
+    machine = machine_line(("highspy", "gurobipy"))
     results_dir = Path(args.results_dir) if args.results_dir else BENCH / "results" / ("quick" if args.quick else "")
     rows = []
     for script in scripts:
@@ -158,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
     target = Path(args.out)
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(render(rows, args.quick, started, machine_line))
+    target.write_text(render(rows, args.quick, started, machine))
     print(f"wrote {target}")
     return 0 if all(r["status"] in ("ok", "skipped") for r in rows) else 1
 
