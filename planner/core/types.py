@@ -11,11 +11,13 @@ marketed and converted with 1 GB = 1e9 bytes), lengths in tokens.
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import numpy as np
-import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 GB = 1e9
 
@@ -198,4 +200,6 @@ class Workload(_Frozen):
         return np.array([r.arrival_s for r in self.requests], dtype=float)
 
     def to_frame(self) -> pd.DataFrame:
+        import pandas as pd  # lazily: pandas costs half a second of every CLI start
+
         return pd.DataFrame([r.model_dump() for r in self.requests])
