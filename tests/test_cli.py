@@ -106,3 +106,13 @@ def test_replay_and_scaling_small(monkeypatch, capsys):
     assert code == 0, err
     d = json.loads(out)
     assert d["k_w"] > 0
+
+
+def test_cli_method_and_format_lists_match_the_packages():
+    # The CLI spells these lists out so that building it does not import the packages; they must agree.
+    from planner.cli.online import METHODS, TRACE_FORMATS
+    from planner.placement.heuristics import HEURISTICS
+    from planner.workloads import lengths
+
+    assert METHODS == (*HEURISTICS, "mip")
+    assert TRACE_FORMATS == lengths.TRACE_FORMATS

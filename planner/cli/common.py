@@ -8,7 +8,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console
@@ -16,7 +16,9 @@ from rich.live import Live
 from rich.text import Text
 
 from planner.errors import PlannerError
-from planner.solver import ProgressEvent
+
+if TYPE_CHECKING:
+    from planner.solver import ProgressEvent
 
 SOLVER_HELP = "MIP solver: highs (default, no license) or gurobi (size-limited pip license)"
 

@@ -3,21 +3,37 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
 
 from planner.cli.common import (
-    CommandGroups, ForceOption, JsonOption, OutOption, SeedOption, SolverOption, ThreadsOption,
-    TimeLimitOption, err, fmt, fmt_gap, out, to_json, write_output,
+    CommandGroups,
+    ForceOption,
+    JsonOption,
+    OutOption,
+    SeedOption,
+    SolverOption,
+    ThreadsOption,
+    TimeLimitOption,
+    err,
+    fmt,
+    fmt_gap,
+    out,
+    to_json,
+    write_output,
 )
-from planner.core.result import Result
 from planner.errors import PlannerError
-from planner.solver import SolveStatus, check_solver_name
+
+if TYPE_CHECKING:
+    from planner.core.result import Result
 
 
 
 def _check(solver: str, time_limit: float | None) -> None:
+    from planner.solver import check_solver_name
+
     check_solver_name(solver)
     if time_limit is not None and time_limit <= 0:
         raise PlannerError(f"--time-limit must be positive, got {time_limit}")
@@ -32,7 +48,9 @@ def _emit(instance: Path, name: str, result: Result, json_out: bool, output: Pat
 
 
 def _enumeration_result(problem) -> Result:
+    from planner.core.result import Result
     from planner.deployment.enumeration import enumerate_cluster
+    from planner.solver import SolveStatus
 
     solution, seconds = enumerate_cluster(problem)
     best = solution.best[1]
@@ -109,6 +127,7 @@ def solve_deployment_cmd(
     from planner.deployment.cost_solve import solve_cost_plan
     from planner.deployment.instance import load_deployment_instance
     from planner.deployment.problem import ClusterProblem
+    from planner.solver import SolveStatus
 
     _check(solver, time_limit)
     problem = load_deployment_instance(instance)
@@ -174,6 +193,7 @@ def solve_routing_cmd(
     """Exact makespan routing (R||Cmax with KV limits) of one request batch."""
     from planner.deployment.instance import load_routing_instance
     from planner.deployment.routing_solve import solve_routing
+    from planner.solver import SolveStatus
 
     _check(solver, time_limit)
     problem = load_routing_instance(instance)
@@ -203,6 +223,7 @@ def compare_routing_cmd(
     """RR, WRR, SI, MB and the workload mapper against the exact makespan (gap to optimum or to the bound)."""
     from planner.deployment.instance import load_routing_instance
     from planner.deployment.routing_solve import compare_routing
+    from planner.solver import SolveStatus
 
     _check(solver, time_limit)
     problem = load_routing_instance(instance)

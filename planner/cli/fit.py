@@ -8,7 +8,6 @@ import typer
 from rich.table import Table
 
 from planner.cli.common import JsonOption, err, out, to_json
-from planner.costmodels.files import cost_model_filename, save_cost_model
 from planner.errors import PlannerError
 
 FORMATS = ("splitwise", "vidur", "table")
@@ -55,6 +54,8 @@ def fit_cmd(
     json_out: JsonOption = False,
 ) -> None:
     """Fit cost models by least squares and report held-out error (MAPE on rows not used for fitting)."""
+    from planner.costmodels.files import cost_model_filename, save_cost_model
+
     if not source.exists():
         raise PlannerError(f"{source}: file not found")
     fmt = fmt or _guess_format(source)

@@ -3,27 +3,33 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
 
-from planner.catalog import find_gpu, find_model
 from planner.cli.common import (
-    ForceOption, JsonOption, OutOption, SeedOption, SolveProgress, SolverOption, ThreadsOption,
-    TimeLimitOption, err, fmt, fmt_gap, out, to_json, write_output,
+    ForceOption,
+    JsonOption,
+    OutOption,
+    SeedOption,
+    SolveProgress,
+    SolverOption,
+    ThreadsOption,
+    TimeLimitOption,
+    err,
+    fmt,
+    fmt_gap,
+    out,
+    to_json,
+    write_output,
 )
-from planner.core.result import Result
-from planner.core.types import SLOClass, SLOSet, WorkerConfig
-from planner.costmodels.files import cost_model_filename, default_models_dir, load_cost_model
-from planner.costmodels.models import AladdinCostModel
 from planner.errors import PlannerError
-from planner.placement.generator import generate_placement_problem
-from planner.placement.instance import load_placement_instance, save_placement_instance
-from planner.placement.problem import PlacementOptions
-from planner.placement.solve import compare_placement, solve_placement
-from planner.placement.worker_config import worker_configurations
-from planner.solver import SolveStatus, check_solver_name
-from planner.workloads.streams import find_distribution
+
+if TYPE_CHECKING:
+    from planner.core.result import Result
+    from planner.core.types import SLOSet
+    from planner.placement.problem import PlacementOptions
 
 
 
@@ -83,6 +89,10 @@ def solve_placement_cmd(
     verbose: bool = typer.Option(False, help="show the solver log"),
 ) -> None:
     """Solve the Aladdin placement MIP of one heartbeat to proven optimality."""
+    from planner.placement.instance import load_placement_instance
+    from planner.placement.solve import solve_placement
+    from planner.solver import SolveStatus, check_solver_name
+
     check_solver_name(solver)
     if time_limit is not None and time_limit <= 0:
         raise PlannerError(f"--time-limit must be positive, got {time_limit}")
@@ -117,6 +127,10 @@ def compare_placement_cmd(
     force: ForceOption = False,
 ) -> None:
     """Every heuristic against the MIP optimum: workers, lower bound, gap to optimum, time."""
+    from planner.placement.instance import load_placement_instance
+    from planner.placement.solve import compare_placement
+    from planner.solver import check_solver_name
+
     check_solver_name(solver)
     problem = load_placement_instance(instance)
     with SolveProgress(unit=" workers") as progress:
@@ -192,6 +206,11 @@ def generate_placement_cmd(
     force: bool = typer.Option(False, help="overwrite existing files"),
 ) -> None:
     """Generate a placement instance from a real trace's length distribution."""
+    from planner.core.types import WorkerConfig
+    from planner.placement.generator import generate_placement_problem
+    from planner.placement.instance import save_placement_instance
+    from planner.workloads.streams import find_distribution
+
     if requests < 0 or ongoing < 0 or requests + ongoing == 0:
         raise PlannerError("--requests and --ongoing must be ≥ 0 and not both 0")
     check_mode(mode)
@@ -225,6 +244,9 @@ def worker_config_cmd(
     json_out: JsonOption = False,
 ) -> None:
     """Best GPUs per worker (Eq. 5–6): per-GPU decode throughput under KV and ATGT limits."""
+    from planner.placement.worker_config import worker_configurations
+    from planner.workloads.streams import find_distribution
+
     llm, gpu_spec = resolve_model_gpu(model, gpu)
     if price is not None:
         gpu_spec = gpu_spec.model_copy(update={"price_per_hour": price})
@@ -270,6 +292,8 @@ def worker_config_cmd(
 
 
 def make_options(mode: str, strictness: float, kv_headroom: float) -> PlacementOptions:
+    from planner.placement.problem import PlacementOptions
+
     check_mode(mode)
     if not 0.0 <= strictness <= 1.0:
         raise PlannerError(f"--strictness (λ) must be in [0, 1], got {strictness}")
@@ -279,6 +303,8 @@ def make_options(mode: str, strictness: float, kv_headroom: float) -> PlacementO
 
 
 def make_slos(ttft: float, atgt: float) -> SLOSet:
+    from planner.core.types import SLOClass, SLOSet
+
     if ttft <= 0 or atgt <= 0:
         raise PlannerError(f"SLOs must be positive (--ttft {ttft}, --atgt {atgt})")
     return SLOSet(classes={"default": SLOClass(ttft_s=ttft, atgt_s=atgt)})
@@ -291,7 +317,7 @@ def check_mode(mode: str) -> None:
 
 def resolve_model_gpu(model: str, gpu: str):
     """Catalog look-ups for the CLI; unknown names are one-line errors listing the catalog."""
-    from planner.catalog import gpu_names, model_names
+    from planner.catalog import find_gpu, find_model, gpu_names, model_names
 
     llm = find_model(model)
     if llm is None:
@@ -304,6 +330,9 @@ def resolve_model_gpu(model: str, gpu: str):
 
 def resolve_serving(model: str, gpu: str, tensor_parallel: int, cost_model: Path | None):
     """(LLMSpec, GPUSpec, cost-model path, AladdinCostModel) from CLI names; one-line errors."""
+    from planner.costmodels.files import cost_model_filename, default_models_dir, load_cost_model
+    from planner.costmodels.models import AladdinCostModel
+
     llm, gpu_spec = resolve_model_gpu(model, gpu)
     if tensor_parallel < 1:
         raise PlannerError(f"--tp must be at least 1, got {tensor_parallel}")

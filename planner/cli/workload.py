@@ -8,9 +8,8 @@ import typer
 from rich.table import Table
 
 from planner.cli.common import ForceOption, JsonOption, out, to_json
+from planner.cli.online import TRACE_FORMATS
 from planner.errors import PlannerError
-from planner.workloads.lengths import TRACE_FORMATS, derive_length_distribution, read_trace_lengths, save_length_distribution
-from planner.workloads.streams import available_distributions, find_distribution
 
 app = typer.Typer(help="Request-length distributions derived from real traces.", no_args_is_help=True)
 
@@ -26,6 +25,8 @@ def derive_cmd(
     force: ForceOption = False,
 ) -> None:
     """Summarise a trace as input-length bins with output quantiles (what the project ships instead of traces)."""
+    from planner.workloads.lengths import derive_length_distribution, read_trace_lengths, save_length_distribution
+
     if output.exists() and not force:
         raise PlannerError(f"{output}: already exists; pass --force to overwrite it")
     if bins < 1:
@@ -43,6 +44,8 @@ def show_cmd(
     json_out: JsonOption = False,
 ) -> None:
     """List shipped distributions, or show one."""
+    from planner.workloads.streams import available_distributions, find_distribution
+
     if name is None:
         names = available_distributions()
         t = Table(title="Shipped length distributions (models/workloads/)", title_justify="left")
