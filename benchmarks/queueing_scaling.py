@@ -1,15 +1,23 @@
-"""Queueing (QLM) MILP scaling: solve time vs groups (25, 50, 100, 200, 400) and queues (2, 4, 8).
+"""Queueing (QLM) scaling: solve time vs groups (25, 50, 100, 200, 400) and queues (2, 4, 8).
 
-Issue target: 400 groups × 8 queues within 5 s on 2 cores with HiGHS.  Instances come from
-`planner.queueing.generator.random_problem` (three catalog models on A100/H100 TP-4 instances,
-Θ from the shipped Aladdin cost models, QLM's SLO classes).  Each cell runs `solve_queueing`
-(baselines, then the MILP with ``--time-limit``) and records the formulation chosen by ``auto``
-(exact slots up to 20 000 slot binaries, model blocks above), build and total seconds, the
-status, the MILP plan's penalty, the greedy baseline's penalty, and whether the reported plan
-came from the MILP or from a better baseline.
+Issue target: 400 groups × 8 queues within 5 s on 2 cores with HiGHS, where "solved" means a plan
+plus a certified lower bound with gap ≤ 0.01 % on Σ estimated start (the penalty carries the constant
+−Σ SLO, so its own relative gap would look tiny).  Instances come from
+`planner.queueing.generator.random_problem` (three catalog models on A100/H100 TP-4 instances, Θ
+from the shipped Aladdin cost models, QLM's SLO classes).  Each cell runs `solve_queueing` with the
+default ``auto`` pipeline (`planner.queueing.certified`: baselines → local search → swap-aware
+assignment bound → reduced-cost fixing → reduced slots MILP; the soft version and scale-up MILP
+when no plan meets every SLO) and records the status, the penalty, Σ start, the certified bound,
+the gap on Σ start, where the bound and the plan came from, and the total wall time (baselines +
+local search + bound + build + MILP; `total s` is measured around the whole call).  The grid runs
+seed ``--seed``; ``--extra-seeds`` (default 1,2) add rows at 400 × 8.
+
+numba kernels are compiled (or loaded from numba's cache) once before the timed runs, on a tiny
+instance: a one-off per environment, not part of a request.
 
 Usage:  python benchmarks/queueing_scaling.py [--groups 25,50,100,200,400] [--queues 2,4,8]
-        [--time-limit 5] [--threads 2] [--quick] [--out benchmarks/results/queueing_scaling.md]
+        [--time-limit 5] [--threads 2] [--seed 0] [--extra-seeds 1,2] [--quick]
+        [--out benchmarks/results/queueing_scaling.md]
 """
 
 from __future__ import annotations
@@ -42,6 +50,28 @@ def machine() -> str:
             f"HiGHS {highspy.Highs().version()}, gurobipy {gurobi_text}")
 
 
+def run_cell(n: int, g: int, seed: int, args) -> str:
+    problem = random_problem(n, g, seed=seed)
+    greedy = run_heuristic(problem, "greedy")
+    t0 = time.perf_counter()
+    result = solve_queueing(problem, time_limit=args.time_limit, threads=args.threads, seed=seed)
+    total = time.perf_counter() - t0
+    s = result.stats
+    slo_sum = float(problem.slo().sum())
+    sum_start = None if result.objective is None else result.objective + slo_sum
+    gap = s.get("gap_of_sum_start")
+    plan_from = "-" if result.solution is None else (s.get("plan_from") or result.solution.method)
+    if "soft" in s:
+        plan_from = f"soft {s['soft']['objective']} ({s.get('formulation')})"
+    def fmt_value(v: float | None) -> str:
+        return "-" if v is None else f"{v:.1f}"
+
+    return (f"| {n} | {g} | {seed} | {result.status.value} | {fmt_value(result.objective)} | {fmt_value(sum_start)} | "
+            f"{fmt_value(result.bound)} | {'-' if gap is None else f'{100 * gap:.3f}%'} | "
+            f"{result.bound_source or '-'} | {plan_from} | {fmt_value(greedy.objective)} | "
+            f"{s.get('cells_after_fixing', '-')} | {total:.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--groups", default="25,50,100,200,400")
@@ -49,46 +79,40 @@ def main() -> None:
     parser.add_argument("--time-limit", type=float, default=5.0)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--quick", action="store_true", help="25/50/100 groups × 2/4 queues (< 2 minutes)")
+    parser.add_argument("--extra-seeds", default="1,2", help="more seeds at the target size 400 × 8 (empty: none)")
+    parser.add_argument("--quick", action="store_true", help="25/50/100 groups × 4/8 queues, no extra seeds (< 1 minute)")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "queueing_scaling.md")
     args = parser.parse_args()
     sizes = [25, 50, 100] if args.quick else [int(x) for x in args.groups.split(",")]
-    queues = [2, 4] if args.quick else [int(x) for x in args.queues.split(",")]
+    queues = [4, 8] if args.quick else [int(x) for x in args.queues.split(",")]
+    extra = [] if args.quick or not args.extra_seeds else [int(x) for x in args.extra_seeds.split(",")]
+    warm = time.perf_counter()
+    solve_queueing(random_problem(12, 2, seed=0), time_limit=args.time_limit, threads=1)  # numba compile / cache load
+    warm = time.perf_counter() - warm
     lines = [
-        "# Queueing (QLM) MILP scaling",
+        "# Queueing (QLM) scaling",
         "",
         f"Machine: {machine()}, load average at start {os.getloadavg()[0]:.2f}.",
-        f"Time limit {args.time_limit:g} s per MILP (HiGHS, {args.threads} threads), seed {args.seed}, objective penalty "
-        "(Σ estimated start − SLO, hard SLOs). `total s` = baselines + build + MILP.",
+        (f"Time limit {args.time_limit:g} s per solve (HiGHS, {args.threads} threads), objective penalty "
+         "(Σ estimated start − SLO, hard SLOs). `total s` = baselines + local search + bound + build + MILP, "
+         f"measured around `solve_queueing`. One-off numba compile / cache load before the runs: {warm:.1f} s."),
         "",
-        "| groups | queues | formulation | binaries | rows | build s | total s | status | MILP penalty | greedy penalty | lower bound | gap (Σ start) | plan from |",
-        "|---:|---:|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---|",
+        "| groups | queues | seed | status | penalty | Σ start | lower bound | gap (Σ start) | bound from | plan from | greedy penalty | cells after fixing | total s |",
+        "|---:|---:|---:|---|---:|---:|---:|---:|---|---|---:|---:|---:|",
     ]
-    for n in sizes:
-        for g in queues:
-            problem = random_problem(n, g, seed=args.seed)
-            greedy = run_heuristic(problem, "greedy")
-            t0 = time.perf_counter()
-            result = solve_queueing(problem, time_limit=args.time_limit, threads=args.threads, seed=args.seed)
-            total = time.perf_counter() - t0
-            s = result.stats
-            gap = s.get("gap_of_sum_start")
-            gap_text = "-" if gap is None else f"{100 * gap:.2f}%"
-            from_baseline = "baseline" in (result.message or "") and "reported" in (result.message or "")
-            row = (f"| {n} | {g} | {s.get('formulation')} | {s.get('integer_variables', '-')} | {s.get('constraints', '-')} | "
-                   f"{result.build_seconds:.2f} | {total:.2f} | {result.status.value} | "
-                   f"{'-' if result.objective is None else f'{result.objective:.1f}'} | {greedy.objective:.1f} | "
-                   f"{'-' if result.bound is None else f'{result.bound:.1f}'} | "
-                   f"{gap_text} | "
-                   f"{'-' if result.solution is None else 'baseline' if from_baseline else 'milp'} |")
-            print(row, flush=True)
-            lines.append(row)
-    lines += ["", "`plan from = baseline`: the MILP hit the time limit without beating the best baseline, whose plan is reported; "
-              "on `infeasible` / `no_solution` rows the plan is the soft version's (total lateness) MILP plan, and `total s` "
-              "includes the soft and scale-up MILPs (5 s limit each).",
-              "`lower bound`: the HiGHS dual bound (slots) or the assignment relaxation (no swaps, no SLOs; "
-              "`planner/queueing/bounds.py`), whichever is higher. `gap (Σ start)` = (penalty − bound) / Σ estimated start, "
-              "since the penalty carries the constant −Σ SLO, which makes its own relative gap look tiny."]
+    cells = [(n, g, args.seed) for n in sizes for g in queues]
+    cells += [(400, 8, seed) for seed in extra if seed != args.seed or 400 not in sizes or 8 not in queues]
+    for n, g, seed in cells:
+        row = run_cell(n, g, seed, args)
+        print(row, flush=True)
+        lines.append(row)
+    lines += ["", f"Load average at the end {os.getloadavg()[0]:.2f}.",
+              ("`optimal` = gap on Σ start ≤ 0.01 % against a certified bound: the swap-aware assignment relaxation "
+              "(`planner/queueing/bounds.py`) or the dual bound of the slots MILP over the cells left by reduced-cost "
+              "fixing (`planner/queueing/reduced_slots.py`), capped at the incumbent. `gap (Σ start)` = (penalty − bound) / "
+              "Σ estimated start. `cells after fixing` = (queue, group, slot) binaries left by reduced-cost fixing (the "
+              "reduced MILP runs when ≤ 60 000). On `infeasible` / `no_solution` rows no plan meets every SLO: the plan is "
+              "the soft version's (total lateness) and `total s` includes the soft and scale-up MILPs (time limit each).")]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")

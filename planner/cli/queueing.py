@@ -40,7 +40,9 @@ def solve_queueing_cmd(
     instance: Path = typer.Argument(..., help="queueing instance YAML"),
     objective: str = typer.Option(None, help="penalty (hard SLOs) | total_lateness | max_lateness | late_groups"),
     deadline: str = typer.Option(None, help="SLO on the group's estimated start or completion"),
-    formulation: str = typer.Option("auto", help="auto | slots (exact) | blocks (model blocks, large instances)"),
+    formulation: str = typer.Option("auto", help="auto (= certified for the penalty objective: local search + "
+                                                 "certified assignment bound + reduced-cost-fixed slots MILP) | "
+                                                 "certified | slots (exact dense MILP) | blocks (model-block restriction)"),
     solver: str = typer.Option("highs", help=SOLVER_HELP),
     time_limit: float = typer.Option(None, "--time-limit", help="seconds; returns the incumbent and bound when hit"),
     threads: int = typer.Option(None, help="solver threads"),
@@ -72,6 +74,12 @@ def solve_queueing_cmd(
         t.add_row("bound", fmt(result.bound, 6))
         t.add_row("gap", fmt_gap(result.gap))
         t.add_row("formulation", str(result.stats.get("formulation")))
+        if result.bound_source:
+            t.add_row("bound from", result.bound_source)
+        if "gap_of_sum_start" in result.stats:
+            t.add_row("gap on Σ start", f"{100 * result.stats['gap_of_sum_start']:.4f} %")
+        if result.stats.get("plan_from"):
+            t.add_row("plan from", str(result.stats["plan_from"]))
         t.add_row("time", f"{result.solve_seconds:.2f} s (model build {result.build_seconds:.2f} s)")
         if "swaps" in result.stats:
             t.add_row("swaps / late groups / busy until", f"{result.stats['swaps']} / {result.stats['late_groups']} / "
@@ -103,7 +111,7 @@ def compare_queueing_cmd(
     instance: Path = typer.Argument(..., help="queueing instance YAML"),
     objective: str = typer.Option(None, help="objective every method is scored on"),
     deadline: str = typer.Option(None, help="start or completion"),
-    formulation: str = typer.Option("auto", help="auto | slots | blocks"),
+    formulation: str = typer.Option("auto", help="auto (certified pipeline for penalty) | certified | slots | blocks"),
     solver: str = typer.Option("highs", help=SOLVER_HELP),
     time_limit: float = typer.Option(None, "--time-limit", help="seconds for the MILP"),
     evaluator: str = typer.Option("estimator", help="estimator (RWT estimates) or simulator (batching family's simulator)"),

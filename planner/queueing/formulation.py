@@ -102,11 +102,11 @@ def edf_precedence(problem: QueueingProblem) -> tuple[int, ...]:
 
 
 def _identical_queue_pairs(problem: QueueingProblem) -> list[tuple[int, int]]:
-    """Consecutive queues that are interchangeable (same type, loaded model and optionality)."""
+    """Consecutive queues that are interchangeable (same type, loaded model, optionality and busy time)."""
     pairs = []
     for g in range(problem.num_queues - 1):
         a, b = problem.queues[g], problem.queues[g + 1]
-        if (a.type_index, a.loaded_model, a.optional) == (b.type_index, b.loaded_model, b.optional):
+        if (a.type_index, a.loaded_model, a.optional, a.busy_s) == (b.type_index, b.loaded_model, b.optional, b.busy_s):
             pairs.append((g, g + 1))
     return pairs
 

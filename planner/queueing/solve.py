@@ -1,15 +1,20 @@
 """Solving a queueing problem: baselines, the MILP, the soft version and the scale-up MILP.
 
-`solve_queueing` runs the baselines (the best one meeting every SLO is the MILP's warm start and
-the fallback plan), picks the formulation (``auto``: the exact slots MILP while it has at most
-`SLOTS_MAX_BINARIES` assignment binaries, the model-block MILP above), solves it, and validates
-the plan with the independent validator.  The bound is the solver's (slots) or, for the penalty
-objective, the assignment relaxation of `bounds.py` when that is higher; a plan meeting it is
-optimal.  When the hard-deadline objective (penalty) is infeasible — or no plan meeting every SLO
-is found in time — it does not just fail: it solves the soft version (``soft_objective``, default
-total lateness, warm-started from the best baseline) and the scale-up MILP (the cheapest set of
-extra instances of the declared types that makes every SLO hold), and returns both.  A time limit
-applies to each MILP (hard, soft, scale-up).
+`solve_queueing` runs the baselines first.  For the penalty objective (hard SLOs) the default
+formulation ``auto`` (or ``certified``) runs the certified pipeline of `planner.queueing.certified`:
+local search from the baselines, the swap-aware assignment bound (Hungarian with duals), and — when
+the gap on Σ start is above 0.01 % and reduced-cost fixing leaves few enough cells — the exact slots
+MILP over the remaining cells; the result carries the plan, a certified bound and its source.  For
+the soft objectives, or when the pipeline finds no plan meeting every SLO, it falls back to the
+previous path: ``slots`` (exact dense MILP) while it has at most `SLOTS_MAX_BINARIES` assignment
+binaries, the model-block MILP above (``slots`` / ``blocks`` can also be forced).  The bound there is
+the solver's (slots) or, for the penalty objective, the assignment relaxation of `bounds.py` when that
+is higher; a plan meeting it is optimal.  When the hard-deadline objective (penalty) is infeasible —
+or no plan meeting every SLO is found in time — it does not just fail: it solves the soft version
+(``soft_objective``, default total lateness, warm-started from the best baseline) and the scale-up
+MILP (the cheapest set of extra instances of the declared types that makes every SLO hold), and
+returns both.  A time limit applies to the certified pipeline as a whole (baselines included) and to
+each MILP of the fallback path (hard, soft, scale-up).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import numpy as np
 from planner.core.result import Result
 from planner.errors import InfeasibleError, PlannerError
 from planner.queueing.bounds import penalty_lower_bound
+from planner.queueing.certified import solve_certified
 from planner.queueing.formulation import QueueMilp, build_model, warm_start_vector
 from planner.queueing.heuristics import HEURISTICS
 from planner.queueing.problem import HARD_OBJECTIVES, OBJECTIVES, QueueAssignment, QueueingProblem
@@ -31,12 +37,14 @@ from planner.solver import SolveOptions, SolveStatus, check_solver_name, diagnos
 FAMILY = "queueing"
 #: Above this many slot binaries (queues × groups²) `auto` uses the model-block formulation.
 SLOTS_MAX_BINARIES = 20_000
-FORMULATIONS = ("auto", "slots", "blocks")
+FORMULATIONS = ("auto", "certified", "slots", "blocks")
 
 
 def choose_formulation(problem: QueueingProblem, formulation: str) -> str:
     if formulation not in FORMULATIONS:
         raise PlannerError(f"unknown formulation {formulation!r} (expected one of: {', '.join(FORMULATIONS)})")
+    if formulation == "certified":
+        return "slots" if problem.num_queues * problem.num_groups ** 2 <= SLOTS_MAX_BINARIES else "blocks"
     if formulation != "auto":
         return formulation
     return "slots" if problem.num_queues * problem.num_groups ** 2 <= SLOTS_MAX_BINARIES else "blocks"
@@ -154,6 +162,16 @@ def solve_queueing(problem: QueueingProblem, *, solver: str = "highs", formulati
     valid = [r for r in baselines if r.validation and r.validation.feasible]
     best_baseline = min(valid, key=lambda r: r.objective) if valid else None
     chosen = choose_formulation(problem, formulation)
+    if formulation in ("auto", "certified") and problem.objective == "penalty":
+        lateness = {r.method: validate_assignment(problem, r.solution, "total_lateness").objective for r in baselines}
+        starts = [r.solution for r in sorted(baselines, key=lambda r: (not (r.validation and r.validation.feasible),
+                                                                        r.objective if r.validation and r.validation.feasible
+                                                                        else lateness[r.method]))]
+        certified = solve_certified(problem, starts, solver=solver, time_limit=time_limit, threads=threads, seed=seed,
+                                    verbose=verbose, started=t0)
+        if certified is not None:
+            certified.stats["baseline_best"] = best_baseline.method if best_baseline else None
+            return certified
     remaining = None if time_limit is None else max(time_limit - (time.perf_counter() - t0), 0.01)
     # Warm start: the best baseline meeting the hard SLOs, else (soft objectives) the best baseline at all.
     warm = best_baseline if best_baseline is not None or problem.hard_deadlines else min(baselines, key=lambda r: r.objective)

@@ -1,0 +1,91 @@
+"""Local search on a queue plan: the primal side of the certified pipeline.
+
+Starting from a plan (the best baseline), `improve_plan` runs the compiled descent of
+`planner.queueing.compiled.local_search` on the existing (non-optional) queues: *relocate* one
+group to the best position of any queue (its own included) and *exchange* two groups of different
+queues, first improvement, until no move improves the score
+
+    score = Σ_i estimate_i + LATENESS_WEIGHT · Σ_i max(0, estimate_i − slo_i)
+
+(estimates replayed as the validator does: from the busy time, one swap time whenever the model
+changes).  On a plan meeting every SLO the score is the penalty objective + Σ slo, so the descent
+never makes a feasible plan worse or infeasible; on an infeasible start the lateness term drives it
+towards feasibility.  The moves cover model-block changes implicitly (moving a group next to its
+model's block removes swaps).  Deterministic: fixed scan order, no randomness.
+The returned plan is re-scored by the caller with the independent validator.
+
+`iterated_local_search` perturbs the best plan (``KICK_SIZE`` groups moved to random positions of
+random queues, numpy ``default_rng(seed)``) and descends again, keeping the better plan meeting every
+SLO; it stops after ``rounds`` rounds or when, at the pace so far, the next round would end after
+``deadline`` (a `time.perf_counter` value) —
+the only timing-dependent part, as for a MIP time limit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from planner.queueing.problem import QueueAssignment, QueueingProblem
+from planner.queueing.validator import validate_assignment
+
+MAX_PASSES = 100
+#: Groups moved at random by one perturbation of `iterated_local_search`.
+KICK_SIZE = 5
+#: Descent passes after a perturbation (the plan is near a local optimum already).
+KICK_PASSES = 4
+
+
+def improve_plan(problem: QueueingProblem, plan: QueueAssignment, max_passes: int = MAX_PASSES,
+                 exchange: bool = True) -> QueueAssignment:
+    """The plan after the relocate / exchange descent (method name ``local-search``)."""
+    from planner.queueing.compiled import local_search  # lazy: numba's import is slow
+
+    queues, groups = problem.num_queues, problem.num_groups
+    work = problem.queue_work()
+    tail = problem.queue_tail()
+    allowed = np.isfinite(work) & np.isfinite(tail)
+    allowed &= np.array([not q.optional for q in problem.queues])[:, None]
+    work = np.where(allowed, work, 0.0)
+    own = np.where(allowed, work + tail, 0.0) if problem.deadline == "completion" else np.zeros_like(work)
+    models = problem.models
+    model_of = np.array([models.index(g.model) for g in problem.groups], dtype=np.int64)
+    loaded = np.array([models.index(q.loaded_model) if q.loaded_model is not None else -1 for q in problem.queues],
+                      dtype=np.int64)
+    sequences = np.full((queues, max(groups, 1)), -1, dtype=np.int64)
+    lengths = np.zeros(queues, dtype=np.int64)
+    for g, seq in enumerate(plan.queues):
+        sequences[g, :len(seq)] = seq
+        lengths[g] = len(seq)
+    local_search(sequences, lengths, work, own, problem.slo(), problem.queue_swap(), problem.queue_busy(),
+                 loaded, model_of, allowed, max_passes, exchange)
+    return QueueAssignment.of(problem, [list(sequences[g, :lengths[g]]) for g in range(queues)], "local-search")
+
+
+def iterated_local_search(problem: QueueingProblem, plan: QueueAssignment, *, rounds: int, seed: int = 0,
+                          deadline: float | None = None) -> tuple[QueueAssignment, int]:
+    """Perturb-and-descend rounds from ``plan`` (which must meet every SLO); (best plan, rounds run)."""
+    import time
+
+    rng = np.random.default_rng(seed)
+    best, best_value = plan, validate_assignment(problem, plan).objective
+    usable = [g for g, q in enumerate(problem.queues) if not q.optional]
+    done = 0
+    began = time.perf_counter()
+    for _ in range(rounds):
+        pace = (time.perf_counter() - began) / done if done else 0.0
+        if deadline is not None and time.perf_counter() + pace >= deadline:
+            break  # the next round would end after the deadline
+        done += 1
+        sequences = [list(seq) for seq in best.queues]
+        for _ in range(KICK_SIZE):
+            source = [g for g in usable if sequences[g]]
+            a = source[int(rng.integers(len(source)))]
+            group = sequences[a].pop(int(rng.integers(len(sequences[a]))))
+            fits = [g for g in usable if np.isfinite(problem.work_s[problem.queues[g].type_index, group])]
+            b = fits[int(rng.integers(len(fits)))]
+            sequences[b].insert(int(rng.integers(len(sequences[b]) + 1)), group)
+        candidate = improve_plan(problem, QueueAssignment.of(problem, sequences, "kick"), max_passes=KICK_PASSES)
+        report = validate_assignment(problem, candidate)
+        if report.feasible and report.objective < best_value - 1e-9:
+            best, best_value = candidate, report.objective
+    return QueueAssignment.of(problem, [list(seq) for seq in best.queues], "iterated-local-search"), done

@@ -1,0 +1,234 @@
+"""The certified pipeline: assignment bound with duals, reduced-cost fixing, local search, determinism."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.optimize import linear_sum_assignment
+
+from planner.queueing.bounds import swap_assignment_bound
+from planner.queueing.certified import OPTIMALITY_GAP, kept_cells
+from planner.queueing.generator import random_problem
+from planner.queueing.heuristics import HEURISTICS
+from planner.queueing.local_search import improve_plan
+from planner.queueing.problem import InstanceType, QueueAssignment, QueueingProblem, RequestGroup, VirtualQueue
+from planner.queueing.reduced_slots import build_reduced_slots
+from planner.queueing.solve import solve_queueing
+from planner.queueing.validator import validate_assignment
+from planner.solver import SolveOptions, SolveStatus, solve
+from tests.test_queueing_properties import brute_force, random_tiny
+
+
+def busy_tiny(seed: int, groups: int = 5) -> QueueingProblem:
+    """Three queues (two interchangeable), one busy, one with no model loaded; tight and loose SLOs."""
+    rng = np.random.default_rng(seed)
+    extra = 10.0 if seed % 2 else 0.0  # completion mode: the SLO also covers the group's own work and tail
+    gs = tuple(RequestGroup(f"g{i}", ["A", "B"][int(rng.integers(2))], "c", float(rng.uniform(3, 25) + extra), 1, 1, 1, 0, 1,
+                            arrival_s=float(i)) for i in range(groups))
+    types = (InstanceType("fast", "x", 1, 3.0, 2), InstanceType("slow", "x", 1, 5.0, 1))
+    qs = (VirtualQueue("fast-1", 0, "A"), VirtualQueue("fast-2", 0, "A"), VirtualQueue("slow-1", 1, None, busy_s=2.0))
+    work = rng.uniform(0.5, 6, size=(1, groups))
+    work = np.vstack([work, 1.7 * work])
+    tail = rng.uniform(0, 2, size=(2, groups))
+    return QueueingProblem(f"busy{seed}", gs, types, qs, work, tail, objective="penalty",
+                           deadline="completion" if seed % 2 else "start")
+
+
+def slots_optimum(problem: QueueingProblem) -> float | None:
+    res = solve_queueing(problem, formulation="slots", recommend_scale_up=False)
+    return res.objective if res.status == SolveStatus.OPTIMAL else None
+
+
+# ---- the Hungarian method with duals -----------------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(3))
+def test_assignment_duals_are_feasible_and_tight(seed):
+    from planner.queueing.compiled import assignment_with_duals
+
+    rng = np.random.default_rng(seed)
+    cost = rng.uniform(0, 10, size=(7, 12))
+    column_of_row, row_dual, column_dual = assignment_with_duals(cost)
+    rows, cols = linear_sum_assignment(cost)
+    optimum = cost[rows, cols].sum()
+    assert cost[np.arange(7), column_of_row].sum() == pytest.approx(optimum)
+    assert len(set(column_of_row.tolist())) == 7
+    assert (cost - row_dual[:, None] - column_dual[None, :] >= -1e-9).all()
+    assert (column_dual <= 1e-9).all()
+    assert row_dual.sum() + column_dual.sum() == pytest.approx(optimum)
+
+
+# ---- the bound ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(4))
+def test_swap_assignment_bound_is_below_the_optimum(seed):
+    for problem in (random_tiny(400 + seed, objective="penalty"), busy_tiny(seed)):
+        optimum = brute_force(problem)
+        bound = swap_assignment_bound(problem)
+        if optimum == float("inf"):
+            continue
+        assert bound is not None
+        assert bound.value <= optimum + 1e-7
+
+
+def test_swap_assignment_bound_is_exact_when_only_swaps_matter():
+    # One queue with A loaded, groups B (work 1) and B (work 2), loose SLOs 100, swap 5:
+    # best plan B1, B2 after one swap: starts 5 and 6 → Σ start 11; the bound charges 5 per B group + SPT = 10 + 1.
+    groups = (RequestGroup("b1", "B", "c", 100.0, 1, 1, 1, 0, 1), RequestGroup("b2", "B", "c", 100.0, 1, 1, 1, 0, 1))
+    p = QueueingProblem("swap", groups, (InstanceType("t", "x", 1, 5.0, 1),), (VirtualQueue("q", 0, "A"),),
+                        np.array([[1.0, 2.0]]), np.zeros((1, 2)))
+    assert swap_assignment_bound(p).value == pytest.approx(11.0 - 200.0)
+    assert brute_force(p) == pytest.approx(11.0 - 200.0)
+
+
+def test_bound_beats_the_plain_assignment_bound_on_a_generated_instance():
+    from planner.queueing.bounds import penalty_lower_bound
+
+    p = random_problem(40, 4, seed=3)
+    assert swap_assignment_bound(p).value >= penalty_lower_bound(p) - 1e-7
+
+
+# ---- reduced-cost fixing -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(4))
+def test_reduced_cost_fixing_keeps_the_optimum(seed):
+    problem = busy_tiny(10 + seed) if seed % 2 else random_tiny(500 + seed, objective="penalty")
+    optimum = slots_optimum(problem)
+    assert optimum is not None  # these seeds are feasible
+    bound = swap_assignment_bound(problem)
+    upper = min(validate_assignment(problem, fn(problem)).objective
+                for fn in HEURISTICS.values() if validate_assignment(problem, fn(problem)).feasible) \
+        if any(validate_assignment(problem, fn(problem)).feasible for fn in HEURISTICS.values()) else optimum
+    cells = kept_cells(problem, bound, upper)
+    all_cells = problem.num_groups * problem.num_groups * sum(not q.optional for q in problem.queues)
+    assert len(cells) <= all_cells
+    milp = build_reduced_slots(problem, cells)
+    outcome = solve(milp.model, "highs", SolveOptions(mip_rel_gap=1e-9))
+    assert outcome.status == SolveStatus.OPTIMAL
+    plan = QueueAssignment.of(problem, milp.sequences(problem, outcome.x), "reduced")
+    report = validate_assignment(problem, plan)
+    assert report.feasible
+    assert report.objective == pytest.approx(optimum, abs=1e-6)
+    assert outcome.objective == pytest.approx(report.objective, abs=1e-6)
+
+
+def test_reduced_cost_fixing_removes_cells_with_a_tight_incumbent():
+    p = random_problem(30, 4, seed=1)
+    res = solve_queueing(p, threads=1)
+    assert res.status == SolveStatus.OPTIMAL
+    cells = kept_cells(p, swap_assignment_bound(p), res.objective)
+    assert len(cells) < 4 * 30 * 30
+
+
+# ---- local search --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(3))
+def test_local_search_is_valid_and_never_worse(seed):
+    p = random_problem(60, 3, seed=seed)
+    for name, fn in HEURISTICS.items():
+        start = fn(p)
+        before = validate_assignment(p, start)
+        plan = improve_plan(p, start)
+        after = validate_assignment(p, plan)
+        if before.feasible:
+            assert after.feasible, name
+            assert after.objective <= before.objective + 1e-9, name
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_incremental_move_costs_equal_full_recomputation(seed):
+    from planner.queueing.compiled import insertion_change, queue_cost, queue_profile, replacement_change
+
+    rng = np.random.default_rng(seed)
+    n, queues = 12, 2
+    work = rng.uniform(0.5, 3, size=(queues, n))
+    own = np.zeros_like(work) if seed % 2 else work + 0.3
+    slo = rng.uniform(2, 25, size=n)
+    swap, busy = np.array([2.0, 3.0]), np.array([0.0, 1.5])
+    loaded, model_of = np.array([0, -1]), rng.integers(0, 3, size=n)
+    seq = rng.permutation(n)[:8].astype(np.int64)
+    outside = [i for i in range(n) if i not in seq]
+    size = n + 1
+    profile = [np.empty(size), np.empty(size, np.int64), np.empty(size), np.empty(size), np.empty(size)]
+    for g in range(queues):
+        base = queue_profile(seq, 8, g, work, own, slo, swap, busy, loaded, model_of, *profile)
+        assert base == pytest.approx(queue_cost(seq, 8, g, work, own, slo, swap, busy, loaded, model_of))
+        for group in outside:
+            for position in range(9):
+                trial = np.insert(seq, position, group)
+                full = queue_cost(trial, 9, g, work, own, slo, swap, busy, loaded, model_of) - base
+                fast = insertion_change(seq, 8, position, group, g, work, own, slo, swap, model_of, *profile[:4], 1e300)
+                assert fast == pytest.approx(full, rel=1e-9, abs=1e-6)
+            for position in range(8):
+                trial = seq.copy()
+                trial[position] = group
+                full = queue_cost(trial, 8, g, work, own, slo, swap, busy, loaded, model_of) - base
+                fast = replacement_change(seq, 8, position, group, g, work, own, slo, swap, model_of, *profile, 1e300)
+                assert fast == pytest.approx(full, rel=1e-9, abs=1e-6)
+
+
+# ---- the pipeline ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(4))
+def test_certified_pipeline_equals_brute_force(seed):
+    p = busy_tiny(20 + seed) if seed % 2 else random_tiny(600 + seed, objective="penalty")
+    expected = brute_force(p)
+    res = solve_queueing(p, recommend_scale_up=False)
+    if expected == float("inf"):
+        assert res.status == SolveStatus.INFEASIBLE
+        return
+    assert res.status == SolveStatus.OPTIMAL
+    assert res.objective == pytest.approx(expected, abs=1e-6)
+    assert res.validation.feasible and res.validation.objective == pytest.approx(res.objective)
+    assert res.bound <= expected + 1e-6
+
+
+def test_certified_pipeline_on_a_generated_instance_reports_an_honest_bound():
+    p = random_problem(80, 4, seed=2)
+    res = solve_queueing(p, time_limit=5.0, threads=1)
+    assert res.stats["formulation"] == "certified"
+    assert res.validation.feasible and res.objective == pytest.approx(res.validation.objective)
+    assert res.bound <= res.objective + 1e-9
+    assert res.bound >= swap_assignment_bound(p).value - 1e-9
+    gap = res.stats["gap_of_sum_start"]
+    assert (res.status == SolveStatus.OPTIMAL) == (gap <= OPTIMALITY_GAP)
+    for fn in HEURISTICS.values():
+        rep = validate_assignment(p, fn(p))
+        if rep.feasible:
+            assert res.objective <= rep.objective + 1e-9
+
+
+def test_certified_pipeline_is_deterministic():
+    p = random_problem(40, 3, seed=5)
+    a = solve_queueing(p, threads=1)
+    b = solve_queueing(p, threads=1)
+    assert a.solution.queues == b.solution.queues
+    assert a.objective == b.objective and a.bound == b.bound
+
+
+def test_iterated_local_search_is_valid_never_worse_and_deterministic():
+    from planner.queueing.local_search import iterated_local_search
+
+    p = random_problem(50, 3, seed=4)
+    start = improve_plan(p, HEURISTICS["greedy"](p))
+    before = validate_assignment(p, start)
+    assert before.feasible
+    plan, rounds = iterated_local_search(p, start, rounds=5, seed=1)
+    again, _ = iterated_local_search(p, start, rounds=5, seed=1)
+    report = validate_assignment(p, plan)
+    assert rounds == 5
+    assert report.feasible and report.objective <= before.objective + 1e-9
+    assert plan.queues == again.queues
+
+
+def test_queues_with_different_busy_times_are_not_treated_as_interchangeable():
+    # Same type and loaded model, but q1 is busy for 6 s: the optimum puts more work on the idle q2, which a
+    # symmetry row "q1 holds at least as much work as q2" would cut off.
+    groups = tuple(RequestGroup(f"g{i}", "A", "c", 100.0, 1, 1, 1, 0, 1, arrival_s=float(i)) for i in range(4))
+    p = QueueingProblem("busy-pair", groups, (InstanceType("t", "x", 1, 2.0, 2),),
+                        (VirtualQueue("q1", 0, "A", busy_s=6.0), VirtualQueue("q2", 0, "A")),
+                        np.array([[1.0, 2.0, 1.5, 0.5]]), np.zeros((1, 4)))
+    expected = brute_force(p)
+    for formulation in ("slots", "certified"):
+        res = solve_queueing(p, formulation=formulation, recommend_scale_up=False)
+        assert res.status == SolveStatus.OPTIMAL
+        assert res.objective == pytest.approx(expected, abs=1e-6), formulation
