@@ -60,15 +60,17 @@ def test_hand_worked_eviction_is_optimal_when_kv_is_tight():
     assert close(run_scheduler(p, "vllm-ef").objective, sequential)
 
 
+@pytest.mark.parametrize("formulation", ["paths", "bigm"])
 @pytest.mark.parametrize("seed", [3, 7])
-def test_brute_force_equals_mip_and_ordering(seed):
+def test_brute_force_equals_mip_and_ordering(seed, formulation):
     rng = np.random.default_rng(seed)
     n = int(rng.integers(2, 4))
     inputs, outputs = rng.integers(1, 4, n), rng.integers(1, 4, n)
     M = int(max((inputs + outputs - 1).max(), (inputs + outputs - 1).sum() - 2))
     p = make_problem(inputs, outputs, M=M)
-    res = solve_batching(p, time_limit=30)
-    assert res.status == SolveStatus.OPTIMAL
+    # stop_at_bound=False: the MIP runs even when a heuristic schedule already meets the lower bound
+    res = solve_batching(p, time_limit=30, formulation=formulation, stop_at_bound=False)
+    assert res.status == SolveStatus.OPTIMAL and res.stats["formulation"] == formulation
     assert close(res.objective, brute_force_latency(p))
     # MIP schedule replays with the same cost; the MIP's own objective agrees
     assert res.validation.feasible and close(res.validation.objective, res.stats["mip_objective"])
@@ -101,8 +103,8 @@ def test_online_arrivals_simulator_and_mip_replay():
         rep = validate_schedule(p, sim.schedule)
         assert rep.feasible and close(rep.objective, sim.total_latency)
         assert sim.total_latency > 0.02  # the last request arrives at 20 ms
-    res = solve_batching(p, time_limit=30)
-    assert res.validation.feasible
+    res = solve_batching(p, time_limit=30, stop_at_bound=False)
+    assert res.validation.feasible and res.stats["formulation"] == "bigm"  # online: the paths model does not apply
     assert close(res.validation.objective, res.stats["mip_objective"])
     assert res.objective <= min(r.objective for r in heuristic_results(p).values()) + 1e-12
 

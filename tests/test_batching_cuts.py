@@ -87,7 +87,7 @@ def test_mip_with_cuts_equals_brute_force(seed):
     # instead (8 > the 7 tokens of the instance; a too-small J would show as MIP > brute force).
     J = 8 if cost is CHEAP_REFILL else None
     for cuts in (True, tuple(CUT_DEFINITIONS), False):  # default groups, every group, none
-        res = solve_batching(p, time_limit=30, batches=J, cuts=cuts)
+        res = solve_batching(p, time_limit=30, batches=J, cuts=cuts, formulation="bigm", stop_at_bound=False)
         assert res.status == SolveStatus.OPTIMAL, cuts
         assert abs(res.objective - best) <= 1e-9 * max(1.0, best), cuts
         assert res.validation.feasible
@@ -148,7 +148,7 @@ def test_mip_too_large_returns_best_preset_and_bound():
     from planner.solver import SolveStatus
 
     problem = make_problem([3, 5, 2], [2, 3, 4], M=100)
-    result = solve_batching(problem, max_cells=1)
+    result = solve_batching(problem, max_cells=1, stop_at_bound=False)
     assert result.status in (SolveStatus.FEASIBLE, SolveStatus.OPTIMAL)
     assert "MIP not built" in result.message
     best = min(run_scheduler(problem, name).objective for name in ("vllm", "sarathi", "vllm-ef"))

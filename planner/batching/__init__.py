@@ -9,6 +9,11 @@ Public API (also used by other families, e.g. queueing):
   (`scheduler.py`): per-request TTFT/TPOT/E2E table, totals, KV usage over time, the schedule.
 * `validate_schedule(problem, schedule) -> ValidationReport` (`validator.py`).
 * `solve_batching(problem, ...) -> Result` (`solve.py`), `run_scheduler(problem, name) -> Result`.
+
+MIP models: `flow_formulation.py` (per-request time-expanded paths; the default for offline latency
+instances where its dominance conditions hold) and `formulation.py` (the §3.3 big-M model, used
+otherwise and available with ``formulation="bigm"``).  `staggered.py` builds the lazy staggered
+warm-start schedule; `bounds.py` the combinatorial lower bound.
 """
 
 from planner.batching.costmodel import InferMaxCostModel

@@ -1,5 +1,11 @@
 """The optimal batch-schedule MIP of InferMax (FORMULATIONS.md §3.3), one `define_*` per family.
 
+This is the paper's big-M model (``solve_batching(..., formulation="bigm")``).  For offline latency
+instances where its dominance conditions hold, `solve_batching` uses the stronger per-request path
+model of `planner.batching.flow_formulation` instead (no big-M rows, no secants, exact costs);
+this model remains the one for online arrivals, the TTFT objective and instances where chunked
+prefill may pay.
+
 Index: request i = 0..N−1, batch j = 1..J; column j = 0 of every (N, J+1) block is the initial
 state (fixed by bounds: m = 0, Iin = I_i, every indicator 0).  Per request the big-M constant is
 ``Mi = I_i + O_i`` (= max KV ``U_i = I_i+O_i−1`` plus one), derived from the instance; chunk sizes
@@ -589,17 +595,35 @@ def extract_schedule(problem: BatchingProblem, bm: BatchModel, x: np.ndarray) ->
 
 
 def compress_schedule(schedule: Schedule) -> Schedule:
-    """Drop batches without tokens; their evictions move to the next batch (same cost, still valid)."""
+    """Drop batches without tokens, keeping the schedule valid and its cost.
+
+    An eviction held by a dropped batch moves to the next batch with tokens when the victim does not
+    run there, else to the previous one when the victim does not run there (the victim holds the same
+    KV either way and processes nothing in between).  If the victim runs in both neighbours (evict and
+    refill between two consecutive batches) no token-batch can carry the eviction: ``ValueError``."""
     batches, evictions = schedule.batches(), schedule.evictions()
     out_b: list[dict[int, int]] = []
     out_e: list[list[int]] = []
     pending: list[int] = []
     for b, e in zip(batches, evictions):
-        pending += e
-        if b:
-            out_b.append(b)
-            out_e.append(sorted(set(pending)))
-            pending = []
+        if not b:
+            pending += e
+            continue
+        here = set(e)
+        for i in pending:
+            if i not in b:
+                here.add(i)
+            elif out_b and i not in out_b[-1]:
+                out_e[-1] = sorted(set(out_e[-1]) | {i})
+            else:
+                raise ValueError(f"request {i} is evicted and refilled between two consecutive token batches")
+        out_b.append(b)
+        out_e.append(sorted(here))
+        pending = []
+    if pending and out_b:  # evictions after the last token batch: only finished requests can be left
+        for i in pending:
+            if i not in out_b[-1]:
+                out_e[-1] = sorted(set(out_e[-1]) | {i})
     return Schedule.from_batches(out_b, out_e, schedule.request_ids)
 
 

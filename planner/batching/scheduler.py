@@ -191,6 +191,7 @@ def simulate(problem: BatchingProblem, config: SchedulerConfig | str = "vllm", *
             continue
 
         # ---------------- GetNextBatch ----------------
+        evictions_before = len(ev_b)
         ids: list[int] = []
         toks: list[int] = []
         dec_ids = np.zeros(0, np.int64)  # bulk-added decodes
@@ -327,12 +328,8 @@ def simulate(problem: BatchingProblem, config: SchedulerConfig | str = "vllm", *
             if next_arrival < n and not s.running:
                 t = max(t, float(s.arrival[arrivals_sorted[next_arrival]]))
                 continue
-            if ev_b and ev_b[-1] == j:  # only evictions happened: they count as a (free) batch
-                batch_secs.append(0.0)
-                kv_used.append(int(s.m.sum()))
-                rec_b.append(np.zeros(0, np.int64)), rec_r.append(np.zeros(0, np.int64)), rec_c.append(np.zeros(0, np.int64))
-                j += 1
-                continue
+            if len(ev_b) > evictions_before:  # only evictions happened: they are recorded with the next
+                continue  # batch (a batch runs ≥ 1 token; the validator rejects token-free batches)
             if next_arrival < n:
                 t = max(t, float(s.arrival[arrivals_sorted[next_arrival]]))
                 continue

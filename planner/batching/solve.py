@@ -9,7 +9,10 @@ import numpy as np
 from planner.batching.bounds import latency_lower_bound, ttft_lower_bound
 from planner.batching.formulation import (batch_count_bound, time_unit, build_model, compress_schedule, extract_schedule,
                                           warm_start_vector)
+from planner.batching.flow_formulation import (applicable as paths_applicable, build_flow_model,
+                                               extract_flow_schedule, flow_warm_start, normalize_schedule)
 from planner.batching.problem import BatchingProblem
+from planner.batching.staggered import best_staggered, single_prefill_batch_impossible
 from planner.batching.scheduler import PRESETS, SchedulerConfig, simulate, summary_metrics
 from planner.batching.schedule import Schedule
 from planner.batching.validator import validate_schedule
@@ -19,6 +22,7 @@ from planner.solver import SolveOptions, SolveStatus, check_solver_name, diagnos
 
 FAMILY = "batching"
 OBJECTIVES = ("latency", "ttft")
+FORMULATIONS = ("auto", "paths", "bigm")
 
 
 def _objective_of(schedule: Schedule, objective: str) -> float:
@@ -134,42 +138,89 @@ def solve_batching(
     warm_start: bool = True,
     cuts: bool | tuple[str, ...] = True,
     max_cells: int = MAX_MIP_CELLS,
+    formulation: str = "auto",
+    lazy_heuristic: bool = True,
+    stop_at_bound: bool = True,
 ) -> Result:
     """The §3.3 MIP: J from the heuristics (or ``batches``), warm start from the best heuristic,
     optional goal constraint ``latency ≤ goal_factor × latency(goal_scheduler)``; ``cuts`` picks the
     valid inequalities (`formulation.build_model`).  Instances with more than ``max_cells``
     request × batch cells (about 100 rows each) are not built: the best preset and the combinatorial
-    lower bound are returned instead, with a message saying so."""
+    lower bound are returned instead, with a message saying so.
+
+    ``formulation``: ``paths`` = the per-request path model (`flow_formulation`, offline latency only,
+    when its dominance conditions hold), ``bigm`` = the §3.3 model of `formulation`, ``auto`` = paths
+    where applicable, else bigm.  ``lazy_heuristic`` adds the lazy staggered schedule of `staggered`
+    to the warm-start candidates (offline latency).  ``stop_at_bound``: when a candidate already
+    meets the combinatorial lower bound it is optimal and the MIP is not run (``stats["proof"]``
+    says which bound proved optimality)."""
     if objective not in OBJECTIVES:
         raise PlannerError(f"unknown objective {objective!r} (expected latency or ttft)")
+    if formulation not in FORMULATIONS:
+        raise PlannerError(f"unknown formulation {formulation!r} (expected {', '.join(FORMULATIONS)})")
     solver = check_solver_name(solver)
     problem.check_feasible()
     t0 = time.perf_counter()
     heur = heuristic_results(problem, objective)
     valid = {k: r for k, r in heur.items() if r.validation and r.validation.feasible}
+    use_paths, why_not = paths_applicable(problem, objective)
+    if formulation == "paths" and not use_paths:
+        raise PlannerError(f"the paths formulation does not apply to this instance: {why_not}")
+    use_paths = use_paths and formulation != "bigm"
+    candidates = {name: (r.solution, float(r.objective)) for name, r in valid.items()}
+    if lazy_heuristic and objective == "latency" and not problem.online and goal_scheduler is None:
+        lazy = best_staggered(problem, threads=threads)
+        if lazy is not None:
+            candidates["lazy-staggered"] = lazy
+    comb = lower_bound(problem, objective)
+    if stop_at_bound and candidates and goal_scheduler is None:
+        name, (schedule, value) = min(candidates.items(), key=lambda kv: kv[1][1])
+        if value <= comb * (1 + 1e-9):
+            report = validate_schedule(problem, schedule, objective)
+            schedule = _finish_metrics(problem, schedule, report)
+            method = "mip" if objective == "latency" else "mip-ttft"
+            seconds = time.perf_counter() - t0
+            return Result(FAMILY, method, solver, SolveStatus.OPTIMAL, report.objective, comb, 0.0, schedule,
+                          build_seconds=seconds, validation=report, bound_source="combinatorial lower bound",
+                          message=f"the {name} schedule meets the combinatorial lower bound: optimal, MIP not needed",
+                          stats={"J": None, "columns": None, "rows": None, "nodes": None, "warm_start": name,
+                                 "combinatorial_bound": comb, "proof": "combinatorial lower bound",
+                                 "formulation": "none", "mip_objective": None})
     if batches is None:
-        if not valid:
+        if not candidates:
             raise PlannerError("no preset scheduler finishes this instance; give the batch count with --batches")
-        best_latency = min(float(r.solution.metrics["total_latency"]) for r in valid.values())
+        best_latency = min(value for _, value in candidates.values()) if objective == "latency" else \
+            min(float(r.solution.metrics["total_latency"]) for r in valid.values())
         # Any schedule at least as good as the best heuristic has busy time ≤ its latency, so at most
         # this many non-empty batches (online too: the total of the batch times ≤ the end of the last).
         batches = batch_count_bound(problem, best_latency)
-        batches = max(batches, min(compress_schedule(r.solution).num_batches for r in valid.values()))
+        batches = max(batches, min(compress_schedule(sched).num_batches for sched, _ in candidates.values()))
     if problem.n * batches > max_cells:
         return _mip_too_large(problem, objective, solver, valid, batches, max_cells, time.perf_counter() - t0)
     goal = None
     if goal_scheduler is not None:
         base = heur.get(goal_scheduler) or run_scheduler(problem, goal_scheduler, "latency")
         goal = goal_factor * float(base.solution.metrics["total_latency"])
-    bm = build_model(problem, batches, objective, goal, cuts=cuts)
+    least_prefill = 1
+    if use_paths and batches < int(problem.outputs.max()):  # no path fits: the big-M model reports it
+        use_paths = False
+    if use_paths:
+        least_prefill = 2 if single_prefill_batch_impossible(problem, batches, threads=threads) else 1
+        bm = build_flow_model(problem, batches, goal, least_prefill)
+    else:
+        bm = build_model(problem, batches, objective, goal, cuts=cuts)
     x0 = None
     best_name = None
-    if warm_start and valid:
-        ranked = sorted(valid.items(), key=lambda kv: kv[1].objective)
-        for name, res in ranked:
-            if goal is not None and res.solution.metrics["total_latency"] > goal + 1e-12:
+    if warm_start and candidates:
+        ranked = sorted(candidates.items(), key=lambda kv: kv[1][1])
+        for name, (sched, _) in ranked:
+            if goal is not None and validate_schedule(problem, sched).objective > goal + 1e-12:
                 continue
-            x0 = warm_start_vector(problem, bm, res.solution)
+            if use_paths:
+                sched = normalize_schedule(problem, sched)
+                x0 = None if sched is None else flow_warm_start(problem, bm, sched)
+            else:
+                x0 = warm_start_vector(problem, bm, sched)
             if x0 is not None and bm.model.max_violation(x0) <= 1e-6:
                 best_name = name
                 break
@@ -180,11 +231,12 @@ def solve_batching(
     unit = time_unit(problem)
     mip_objective = out.objective / unit if out.objective is not None else None
     mip_bound = out.bound / unit if out.bound is not None and np.isfinite(out.bound) else None
-    comb = lower_bound(problem, objective)
     bound = max(mip_bound, comb) if mip_bound is not None else comb
     stats = {"J": batches, "columns": bm.model.num_cols, "rows": bm.model.num_rows,
              "integer_columns": bm.model.num_integer, "warm_start": best_name, "nodes": out.node_count,
-             "combinatorial_bound": comb}
+             "combinatorial_bound": comb, "formulation": "paths" if use_paths else "bigm",
+             "least_prefill_batches": least_prefill,
+             "proof": "MIP" if out.status == SolveStatus.OPTIMAL else None}
     method = "mip" if objective == "latency" else "mip-ttft"
     if not out.status.has_solution:
         message = out.message
@@ -193,7 +245,7 @@ def solve_batching(
             message = f"no schedule within J={batches} batches ({diag.summary()})"
         return Result(FAMILY, method, solver, out.status, None, bound, out.seconds, None, build_seconds=build_seconds,
                       message=message, bound_source="MIP bound", stats=stats)
-    schedule = extract_schedule(problem, bm, out.x)
+    schedule = extract_flow_schedule(problem, bm, out.x) if use_paths else extract_schedule(problem, bm, out.x)
     report = validate_schedule(problem, schedule, objective)
     schedule = _finish_metrics(problem, schedule, report)
     status = out.status

@@ -7,7 +7,9 @@ Shares no code with the formulation or the simulator.  Rules checked (FORMULATIO
 * phase rules: a decode-phase request (m ≥ Iin) processes at most 1 token; a prefill never goes
   beyond its input; nothing is processed before arrival, after completion, or by a request
   evicted in the same batch;
-* token accounting: every request ends with exactly O generated tokens.
+* token accounting: every request ends with exactly O generated tokens;
+* every batch processes at least one token (an eviction-only batch is rejected, as in the MIP's
+  ``batch_nonempty`` rows and the brute-force oracle, whose every batch runs a token).
 
 Timing: batch j starts at max(end of batch j−1, latest arrival among its requests) (offline: the
 sum of the previous batch times) and lasts T_j of the §3.2 model, recomputed here from scratch.
@@ -92,6 +94,9 @@ def validate_schedule(problem: BatchingProblem, schedule: Schedule, objective: s
                 prefill_tokens += c
                 square_sum += c * c
             tokens += c
+        if not entries:
+            bad("token_free_batch", where, 0, 1, f"{where}: processes no token (every batch runs at least one token; "
+                "evictions belong to a batch that runs other requests)")
         if tokens > problem.C:
             bad("C", where, tokens, problem.C, f"{where}: {tokens} tokens > C={problem.C}")
         if prefill_tokens > P:

@@ -37,8 +37,11 @@ def _metrics_table(result: Result, title: str) -> Table:
     t.add_row("time", f"{result.solve_seconds:.2f} s (build {result.build_seconds:.2f} s)")
     if result.stats.get("J"):
         s = result.stats
-        t.add_row("model", f"J={s['J']} batches, {s['columns']} columns ({s['integer_columns']} integer), {s['rows']} rows")
+        t.add_row("model", f"{s.get('formulation', 'bigm')}: J={s['J']} batches, {s['columns']} columns "
+                  f"({s['integer_columns']} integer), {s['rows']} rows")
         t.add_row("warm start", str(s.get("warm_start")))
+    if result.stats.get("proof"):
+        t.add_row("optimality proved by", str(result.stats["proof"]))
     if result.validation is not None:
         t.add_row("validator", "valid, objective recomputed = " + fmt(result.validation.objective, 6)
                   if result.validation.feasible else result.validation.summary())
@@ -112,8 +115,9 @@ def solve_batching_cmd(
     output: Path = typer.Option(None, "--out", help="also write the JSON result to this file"),
     force: bool = typer.Option(False, help="overwrite --out if it exists"),
     per_request: int = typer.Option(10, "--per-request", help="rows of the per-request table to print"),
+    formulation: str = typer.Option("auto", help="auto (the per-request path model where it applies), paths or bigm"),
 ) -> None:
-    """Solve the §3.3 optimal batch-schedule MIP (warm-started from the best preset)."""
+    """Solve the §3.3 optimal batch-schedule MIP (warm-started from the best preset or lazy schedule)."""
     check_solver_name(solver)
     if time_limit is not None and time_limit <= 0:
         raise PlannerError(f"--time-limit must be positive, got {time_limit}")
@@ -121,7 +125,8 @@ def solve_batching_cmd(
         preset_config(goal_scheduler)
     problem = load_batching_instance(instance)
     result = solve_batching(problem, objective=objective, solver=solver, time_limit=time_limit, threads=threads,
-                            batches=batches, goal_scheduler=goal_scheduler, goal_factor=goal_factor)
+                            batches=batches, goal_scheduler=goal_scheduler, goal_factor=goal_factor,
+                            formulation=formulation)
     _emit(instance, problem.name, result, json_out, output, force, f"Optimal schedule: {problem.name}", per_request)
     if result.status == SolveStatus.ERROR:
         raise typer.Exit(1)
