@@ -115,3 +115,26 @@ def test_without_families_drops_rows_and_keeps_labels():
     m = knapsack()
     assert m.families == ("weight",)
     assert m.without_families(["weight"]).num_rows == 0
+
+
+def test_highs_threads_after_a_default_first_solve_do_not_break_later_solves(tmp_path):
+    # HiGHS fixes its thread pool at the first solve of a process; asking for another count later made
+    # `run` fail ("Not Set").  A fresh process: default first, then 2, then 1 threads — all optimal.
+    import subprocess
+    import sys
+
+    script = tmp_path / "threads.py"
+    script.write_text(
+        "import numpy as np\n"
+        "from planner.solver import ModelBuilder, SolveOptions, solve\n"
+        "mb = ModelBuilder('t')\n"
+        "mb.add_binaries('x', 3, cost=np.array([-1.0, -2.0, -3.0]))\n"
+        "mb.add_constraints('cap', 1, np.zeros(3, int), np.arange(3), np.ones(3), upper=2.0)\n"
+        "m = mb.build()\n"
+        "for threads in (None, 2, 1):\n"
+        "    o = solve(m, 'highs', SolveOptions(threads=threads))\n"
+        "    print(o.status.value, o.objective)\n")
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    # best pair: items 2 and 3, objective −2 − 3 = −5, on every call
+    assert run.stdout.split("\n")[:3] == ["optimal -5.0"] * 3

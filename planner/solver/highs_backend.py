@@ -9,9 +9,10 @@ import numpy as np
 from planner.solver.model import LinearModel
 from planner.solver.outcome import ProgressEvent, SolveOptions, SolverOutcome, SolveStatus
 
-# HiGHS sizes its global thread pool on first use; later `threads` values are
-# ignored for the rest of the process.  Remember the first value to say so.
-_THREADS_IN_EFFECT: int | None = None
+# HiGHS sizes its global thread pool on first use, and a later `threads` value that differs from the
+# pool makes `run` fail with status "Not Set".  So `threads` is set on the first instance of the process
+# only (None there means HiGHS's default pool, recorded as "default"), and remembered to say so.
+_THREADS_IN_EFFECT: int | str | None = None
 _FEASIBILITY_TOLERANCE = 1e-8
 
 
@@ -53,9 +54,10 @@ def new_highs(options: SolveOptions):
     h.setOptionValue("random_seed", int(options.seed))
     h.setOptionValue("mip_feasibility_tolerance", _FEASIBILITY_TOLERANCE)
     h.setOptionValue("primal_feasibility_tolerance", _FEASIBILITY_TOLERANCE)
-    if options.threads is not None and _THREADS_IN_EFFECT is None:
-        h.setOptionValue("threads", int(options.threads))
-        _THREADS_IN_EFFECT = int(options.threads)
+    if _THREADS_IN_EFFECT is None:
+        if options.threads is not None:
+            h.setOptionValue("threads", int(options.threads))
+        _THREADS_IN_EFFECT = "default" if options.threads is None else int(options.threads)
     if options.time_limit is not None:
         h.setOptionValue("time_limit", float(max(options.time_limit, 0.0)))
     h.setOptionValue("mip_rel_gap", float(options.mip_rel_gap))
