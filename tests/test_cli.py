@@ -116,3 +116,7 @@ def test_cli_method_and_format_lists_match_the_packages():
 
     assert METHODS == (*HEURISTICS, "mip")
     assert TRACE_FORMATS == lengths.TRACE_FORMATS
+    from planner.batching.scheduler import PRESETS
+    from planner.cli.batching import PRESET_NAMES
+
+    assert PRESET_NAMES == tuple(PRESETS)

@@ -9,16 +9,14 @@ from rich.table import Table
 
 from planner.cli.common import CommandGroups, fmt, fmt_gap, out, to_json, write_output
 from planner.errors import PlannerError
-from planner.queueing.evaluator import EVALUATORS, EstimatorEvaluator
-from planner.queueing.instance import load_queueing_instance
-from planner.queueing.problem import OBJECTIVES
-from planner.queueing.solve import FORMULATIONS, compare_queueing, solve_queueing
-from planner.solver import SolveStatus, check_solver_name
 
 SOLVER_HELP = "MIP solver: highs (default, no license) or gurobi (size-limited pip license)"
 
 
 def _load(instance: Path, objective: str | None, deadline: str | None):
+    from planner.queueing.instance import load_queueing_instance
+    from planner.queueing.problem import OBJECTIVES
+
     if objective is not None and objective not in OBJECTIVES:
         raise PlannerError(f"--objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
     if deadline is not None and deadline not in ("start", "completion"):
@@ -29,6 +27,9 @@ def _load(instance: Path, objective: str | None, deadline: str | None):
 
 
 def _check(time_limit: float | None, formulation: str, solver: str) -> None:
+    from planner.queueing.solve import FORMULATIONS
+    from planner.solver import check_solver_name
+
     check_solver_name(solver)
     if time_limit is not None and time_limit <= 0:
         raise PlannerError(f"--time-limit must be positive, got {time_limit}")
@@ -53,6 +54,10 @@ def solve_queueing_cmd(
     verbose: bool = typer.Option(False, help="show the solver log"),
 ) -> None:
     """Order the virtual queues with the QLM MILP; soft version and scale-up when SLOs cannot be met."""
+    from planner.queueing.evaluator import EstimatorEvaluator
+    from planner.queueing.solve import solve_queueing
+    from planner.solver import SolveStatus
+
     _check(time_limit, formulation, solver)
     problem = _load(instance, objective, deadline)
     result = solve_queueing(problem, solver=solver, formulation=formulation, time_limit=time_limit,
@@ -120,6 +125,10 @@ def compare_queueing_cmd(
     force: bool = typer.Option(False),
 ) -> None:
     """EDF, FCFS and greedy against the MILP: objective, SLO attainment, swaps, drain time, solve time."""
+    from planner.queueing.evaluator import EVALUATORS
+    from planner.queueing.solve import compare_queueing
+    from planner.solver import SolveStatus
+
     _check(time_limit, formulation, solver)
     problem = _load(instance, objective, deadline)
     if evaluator not in EVALUATORS:
@@ -163,6 +172,7 @@ def simulate_queueing_cmd(
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
     """Replay the groups in arrival order; QLM re-solves only when the estimator predicts a violation."""
+    from planner.queueing.instance import load_queueing_instance
     from planner.queueing.trigger import POLICIES, replay_trace
 
     _check(time_limit, "auto", solver)
