@@ -24,30 +24,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import time
 from pathlib import Path
 
-import highspy
 
+from machine_info import machine_line
 from planner.queueing.generator import random_problem
 from planner.queueing.solve import run_heuristic, solve_queueing
 
 REPO = Path(__file__).resolve().parents[1]
 
-
-def machine() -> str:
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
-    except (OSError, StopIteration):
-        cpu = platform.processor() or "unknown CPU"
-    try:
-        gurobi = __import__("gurobipy").gurobi.version()
-        gurobi_text = ".".join(map(str, gurobi))
-    except Exception:  # noqa: BLE001 - optional solver
-        gurobi_text = "not installed"
-    return (f"{cpu}, {os.cpu_count()} cores visible, Python {platform.python_version()}, "
-            f"HiGHS {highspy.Highs().version()}, gurobipy {gurobi_text}")
 
 
 def run_cell(n: int, g: int, seed: int, args) -> str:
@@ -92,7 +78,7 @@ def main() -> None:
     lines = [
         "# Queueing (QLM) scaling",
         "",
-        f"Machine: {machine()}, load average at start {os.getloadavg()[0]:.2f}.",
+        f"Machine: {machine_line()}.",
         (f"Time limit {args.time_limit:g} s per solve (HiGHS, {args.threads} threads), objective penalty "
          "(Σ estimated start − SLO, hard SLOs). `total s` = baselines + local search + bound + build + MILP, "
          f"measured around `solve_queueing`. One-off numba compile / cache load before the runs: {warm:.1f} s."),
