@@ -131,7 +131,7 @@ def compare_priority_cmd(
                   f"{row['seconds']:.4f}", "-" if row["valid"] is None else ("yes" if row["valid"] else "NO"), row["status"])
     out.print(t)
     if optimum is not None:
-        out.print(f"Exact optimum G = {fmt(optimum, 6)} req/s (proven by branch-and-bound, {exact.stats.get('nodes')} nodes).")
+        out.print(f"Exact optimum G = {fmt(optimum, 6)} req/s (proven by {exact.solver}, {exact.stats.get('nodes')} nodes or DP rounds).")
     else:
         out.print(f"Exact search stopped: best G = {fmt(exact.objective, 6)}, no plan exceeds {fmt(exact.bound, 6)}. {exact.message}")
 

@@ -27,15 +27,19 @@ Operators (one drawn uniformly per iteration):
 * randSwapping — two random jobs swap positions.
 
 A neighbour whose batches exceed the token capacity is discarded (counts as an iteration).
-Randomness is `random.Random(seed)`: the same seed gives the same plan.
+Randomness: four uniforms per iteration (operator, two positions, Metropolis test) pre-drawn
+from numpy's ``default_rng(seed)`` (`sa_draws`): the same seed gives the same plan.  The loop runs
+compiled with numba (`planner.priority.compiled`, ~50× faster than the pure-Python
+`simulated_annealing_reference`, which reads the same draws and returns the same plan).
 """
 
 from __future__ import annotations
 
 import math
-import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from planner.priority.evaluate import FastTables, batches_fit, evaluate, g_per_s, greedy_batches
 from planner.priority.problem import PriorityProblem
@@ -93,21 +97,22 @@ def earliest_deadline_first(problem: PriorityProblem, seed: int = 0) -> Plan:
     return _plan_from_order(problem, FastTables(problem.tables), order)
 
 
-def _neighbour(rng: random.Random, order: list[int], sizes: list[int], b_max: int) -> tuple[list[int], list[int]] | None:
-    """One of the three operators of Alg. 1 applied to copies of (order, sizes); None if not applicable."""
+def _neighbour(draw: Sequence[float], order: list[int], sizes: list[int], b_max: int) -> tuple[list[int], list[int]] | None:
+    """One of the three operators of Alg. 1 applied to copies of (order, sizes); None if not applicable.
+    ``draw`` holds the iteration's uniforms: operator, first position, second position (and the
+    Metropolis test, used by the caller)."""
     n = len(order)
-    draw = rng.random  # int(draw() * k) is uniform on 0..k-1 and much cheaper than randrange
-    op = int(draw() * 3)
+    op = int(draw[0] * 3)
     if op == 2:  # randSwapping
         if n < 2:
             return None
-        a, b = int(draw() * n), int(draw() * n)
+        a, b = int(draw[1] * n), int(draw[2] * n)
         if a == b:
             return None
         new_order = order[:]
         new_order[a], new_order[b] = new_order[b], new_order[a]
         return new_order, sizes[:]
-    pos = int(draw() * n)
+    pos = int(draw[1] * n)
     batch, start = 0, 0
     while start + sizes[batch] <= pos:
         start += sizes[batch]
@@ -139,23 +144,50 @@ def _neighbour(rng: random.Random, order: list[int], sizes: list[int], b_max: in
     return new_order, new_sizes
 
 
-def simulated_annealing(problem: PriorityProblem, seed: int = 0, params: SAParams = SAParams()) -> Plan:
-    """Alg. 1 with the fixes listed in the module docstring."""
-    fast = FastTables(problem.tables)
+def temperature_levels(params: SAParams) -> list[float]:
+    """The temperatures of Alg. 1: T0, T0·τ, … while T ≥ T_thres (63 levels at the defaults)."""
+    levels = []
+    temperature = params.initial_temperature
+    while temperature >= params.threshold_temperature:
+        levels.append(temperature)
+        temperature *= params.cooling
+    return levels
+
+
+def sa_draws(seed: int, params: SAParams) -> np.ndarray:
+    """The uniforms of every SA iteration, one row of four per iteration (operator, two positions,
+    Metropolis test), from numpy's ``default_rng(seed)``: the compiled and the reference SA read the
+    same numbers, so they return the same plan."""
+    rows = len(temperature_levels(params)) * params.iterations
+    return np.random.default_rng(seed).random((rows, 4))
+
+
+def _sa_start(problem: PriorityProblem) -> tuple[Plan, bool]:
+    """(start plan, stop at once): the better of J_prio and J_in; stop when J_prio meets every SLO."""
     prio = shortest_predicted_first(problem)
     if prio.met == problem.size:  # every job meets its SLO: the paper stops here
-        return prio
+        return prio, True
     arrival = fcfs(problem)
-    start = arrival if prio.g < arrival.g else prio
-    rng = random.Random(seed)
+    return (arrival if prio.g < arrival.g else prio), False
+
+
+def simulated_annealing_reference(problem: PriorityProblem, seed: int = 0, params: SAParams = SAParams()) -> Plan:
+    """Alg. 1 in pure Python (the reference the compiled `simulated_annealing` is tested against)."""
+    start, done = _sa_start(problem)
+    if done:
+        return start
+    fast = FastTables(problem.tables)
+    draws = sa_draws(seed, params).tolist()
     order, sizes = list(start.order), list(start.sizes)
     f = start.g
     best = start
     capacity = problem.token_capacity
-    temperature = params.initial_temperature
-    while temperature >= params.threshold_temperature:
+    row = 0
+    for temperature in temperature_levels(params):
         for _ in range(params.iterations):  # k reset at every level ([P*] fix)
-            move = _neighbour(rng, order, sizes, problem.b_max)
+            draw = draws[row]
+            row += 1
+            move = _neighbour(draw, order, sizes, problem.b_max)
             if move is None:
                 continue
             new_order, new_sizes = move
@@ -167,13 +199,39 @@ def simulated_annealing(problem: PriorityProblem, seed: int = 0, params: SAParam
                 accept = True
             else:
                 scaled = params.scale * (f_new - f) / f if f > 0 else 0.0
-                accept = rng.random() < math.exp(scaled / temperature)
+                accept = draw[3] < math.exp(scaled / temperature)
             if accept:
                 order, sizes, f = new_order, new_sizes, f_new
                 if f_new > best.g:
                     best = Plan(tuple(order), tuple(sizes), met, total)
-        temperature *= params.cooling
     return best
+
+
+def simulated_annealing(problem: PriorityProblem, seed: int = 0, params: SAParams = SAParams()) -> Plan:
+    """Alg. 1 with the fixes listed in the module docstring, compiled with numba
+    (`planner.priority.compiled.anneal`, imported here so that numba loads only when SA runs).
+    The returned plan is re-scored by `evaluate` (the single source of truth)."""
+    start, done = _sa_start(problem)
+    if done:
+        return start
+    try:
+        from planner.priority.compiled import anneal  # lazy: numba's import is slow
+    except ImportError:  # numba missing: the reference reads the same draws and returns the same plan
+        return simulated_annealing_reference(problem, seed, params)
+
+    tables = problem.tables
+    fast = FastTables(tables)
+    n = problem.size
+    order, sizes, batches, _, _ = anneal(
+        tables.exec_ms, np.asarray(fast.slack), tables.tokens,
+        -1 if problem.token_capacity is None else int(problem.token_capacity), int(problem.b_max),
+        np.asarray(start.order, dtype=np.int64), np.asarray(start.sizes + (0,) * (n + 1 - len(start.sizes)), dtype=np.int64),
+        len(start.sizes), np.asarray(temperature_levels(params)), int(params.iterations), float(params.scale),
+        sa_draws(seed, params))
+    plan_order = [int(j) for j in order]
+    plan_sizes = [int(s) for s in sizes[:batches]]
+    met, total = evaluate(fast, plan_order, plan_sizes)
+    return Plan(tuple(plan_order), tuple(plan_sizes), met, total)
 
 
 def local_search(problem: PriorityProblem, plan: Plan, max_passes: int = 30) -> Plan:

@@ -1,0 +1,160 @@
+"""Priority family, compiled kernels: the numba evaluator = `evaluate.py`, the compiled SA = the
+pure-Python reference SA (same draws, same plan), determinism, and the b_max = 1 subset DP =
+exhaustive search = branch-and-bound."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from planner.priority.evaluate import FastTables, evaluate, greedy_batches
+from planner.priority.exact import solve_exact
+from planner.priority.exhaustive import exhaustive_search
+from planner.priority.generator import generate_priority_problem
+from planner.priority.heuristics import (
+    SAParams,
+    fcfs,
+    sa_draws,
+    simulated_annealing,
+    simulated_annealing_reference,
+    temperature_levels,
+)
+from planner.priority.sequence_dp import solve_sequence_dp
+from planner.priority.solve import run_method, to_schedule
+from planner.priority.validator import validate_schedule
+
+
+def _random_sizes(rng: np.random.Generator, jobs: int, b_max: int) -> list[int]:
+    sizes, left = [], jobs
+    while left:
+        size = int(rng.integers(1, min(b_max, left) + 1))
+        sizes.append(size)
+        left -= size
+    return sizes
+
+
+def test_compiled_evaluation_equals_evaluator_on_random_plans():
+    from planner.priority.compiled import evaluate_plan, plan_fits
+
+    rng = np.random.default_rng(11)
+    for case in range(12):
+        jobs, b_max = int(rng.integers(2, 25)), int(rng.integers(1, 5))
+        problem = generate_priority_problem(jobs, b_max, case, slo_spread=0.5, token_capacity=3000)
+        fast = FastTables(problem.tables)
+        slacks = np.asarray(fast.slack)
+        for _ in range(20):
+            order = rng.permutation(jobs)
+            sizes = _random_sizes(rng, jobs, b_max)
+            padded = np.zeros(jobs + 1, dtype=np.int64)
+            padded[:len(sizes)] = sizes
+            met, total = evaluate_plan(problem.tables.exec_ms, slacks, order.astype(np.int64), padded, len(sizes))
+            assert (met, total) == evaluate(fast, order.tolist(), sizes)  # bit-identical, same summation order
+            fits = all(sum(fast.tokens[j] for j in order[start:start + size]) <= 3000
+                       for start, size in zip(np.cumsum([0] + sizes[:-1]), sizes))
+            assert plan_fits(problem.tables.tokens, order.astype(np.int64), padded, len(sizes), 3000) == fits
+
+
+@pytest.mark.parametrize(("jobs", "b_max", "seed", "capacity"),
+                         [(6, 1, 0, None), (9, 2, 1, None), (12, 3, 2, None), (15, 4, 3, None), (12, 4, 4, 2500),
+                          (20, 2, 5, 1800)])
+def test_compiled_sa_equals_reference(jobs, b_max, seed, capacity):
+    problem = generate_priority_problem(jobs, b_max, seed, slo_spread=0.5, token_capacity=capacity)
+    for sa_seed in (0, 3):
+        compiled = simulated_annealing(problem, sa_seed)
+        reference = simulated_annealing_reference(problem, sa_seed)
+        assert (compiled.order, compiled.sizes, compiled.met) == (reference.order, reference.sizes, reference.met)
+        assert compiled.total_ms == reference.total_ms
+
+
+def test_compiled_sa_is_deterministic_and_valid():
+    problem = generate_priority_problem(30, 3, 8, slo_spread=0.5, token_capacity=3000)
+    first, again, other = (simulated_annealing(problem, s) for s in (5, 5, 6))
+    assert (first.order, first.sizes) == (again.order, again.sizes)
+    assert sorted(first.order) == list(range(30)) and sum(first.sizes) == 30 and max(first.sizes) <= 3
+    report = validate_schedule(problem, to_schedule(problem, [(list(range(30)), first)]))
+    assert report.feasible and report.objective == pytest.approx(first.g, rel=1e-9)
+    # the SA keeps the best plan seen, so it is never worse than its start (J_prio or J_in)
+    assert first.g >= fcfs(problem).g * (1 - 1e-12) and other.g > 0
+
+
+def test_sa_draw_count_matches_paper_defaults():
+    params = SAParams()
+    assert len(temperature_levels(params)) == 63  # 500·0.95^k ≥ 20 for k = 0..62
+    assert sa_draws(1, params).shape == (6300, 4)
+    assert np.array_equal(sa_draws(1, params), sa_draws(1, params))
+
+
+@pytest.mark.parametrize(("jobs", "seed"), [(4, 0), (6, 1), (7, 2), (8, 3), (8, 4)])
+def test_subset_dp_equals_exhaustive_and_branch_and_bound(jobs, seed):
+    problem = generate_priority_problem(jobs, 1, seed, slo_spread=0.6 if seed % 2 == 0 else 0.0)
+    exhaustive, finished, _ = exhaustive_search(problem)
+    assert finished
+    dp = solve_sequence_dp(problem, fcfs(problem))
+    assert dp.proven and dp.plan.g == pytest.approx(exhaustive.g, rel=1e-9)
+    assert dp.plan.g == pytest.approx(solve_exact(problem, fcfs(problem)).plan.g, rel=1e-9)
+    assert greedy_batches(FastTables(problem.tables).tokens, dp.plan.order, 1, None) == list(dp.plan.sizes)
+
+
+def test_subset_dp_equals_branch_and_bound_beyond_exhaustive():
+    problem = generate_priority_problem(13, 1, 21, slo_spread=0.5)
+    dp = solve_sequence_dp(problem, fcfs(problem))
+    bb = solve_exact(problem, fcfs(problem))
+    assert dp.proven and bb.proven
+    assert dp.plan.g == pytest.approx(bb.plan.g, rel=1e-9)
+    exact = run_method(problem, "exact")
+    assert exact.proven_optimal and exact.validation.feasible
+    assert exact.objective == pytest.approx(dp.plan.g, rel=1e-9)
+    assert exact.solver.startswith("subset DP")
+
+
+@pytest.mark.parametrize("b_max", [1, 2, 4])
+def test_compiled_moore_hodgson_equals_python(b_max):
+    from planner.priority.exact import _ParametricSearch
+
+    problem = generate_priority_problem(20, b_max, 30 + b_max, slo_spread=0.5)
+    search = _ParametricSearch(problem, 0.0, None, None, {})
+    compiled = search.compiled_moore_hodgson
+    assert compiled is not None
+    rng = np.random.default_rng(b_max)
+    for _ in range(200):
+        remaining = [i for i in range(20) if rng.random() < 0.6] or [0]
+        wait = float(rng.uniform(0, 150_000))
+        search.compiled_moore_hodgson = compiled
+        fast = search.max_more_met(remaining, wait)
+        search.compiled_moore_hodgson = None
+        assert fast == search.max_more_met(remaining, wait)
+
+
+def test_size_sequence_waiting_bound_is_valid_and_tight_on_equal_jobs():
+    import itertools
+
+    from planner.priority.compiled import size_sequence_waiting_bound
+    from planner.priority.exhaustive import compositions
+
+    rng = np.random.default_rng(5)
+    for _ in range(60):
+        jobs, b_max = int(rng.integers(1, 7)), int(rng.integers(1, 5))
+        mins = np.sort(rng.uniform(1.0, 10.0, size=jobs))
+        least = np.inf  # brute force: every order × every batching, a batch lasts its longest member
+        for perm in itertools.permutations(range(jobs)):
+            for sizes in compositions(jobs, b_max):
+                start, waiting, pos = 0.0, 0.0, 0
+                for size in sizes:
+                    waiting += size * start
+                    start += max(mins[perm[p]] for p in range(pos, pos + size))
+                    pos += size
+                least = min(least, waiting)
+        assert size_sequence_waiting_bound(mins, b_max) <= least + 1e-9
+    # 10 equal jobs of 1 ms in batches of ≤ 4: batches 4, 4, 2 -> waiting 4·1 + 2·2 = 8 exactly
+    assert size_sequence_waiting_bound(np.ones(10), 4) == pytest.approx(8.0)
+
+
+def test_stopped_search_bound_with_frame_level_bounds(monkeypatch):
+    import planner.priority.exact as exact_module
+
+    problem = generate_priority_problem(10, 3, 1, slo_spread=0.5)
+    optimum = solve_exact(problem, fcfs(problem)).plan.g
+    monkeypatch.setattr(exact_module, "OPEN_CHILDREN_BOUNDED", 0)  # every open frame bounded by its node bound
+    stopped = solve_exact(problem, fcfs(problem), node_limit=1000)
+    assert not stopped.proven
+    assert stopped.plan.g <= optimum * (1 + 1e-9) <= stopped.bound_g * (1 + 2e-9)
