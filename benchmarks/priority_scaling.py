@@ -2,10 +2,12 @@
 
     python benchmarks/priority_scaling.py            # full run (~15 min on 2 cores)
     python benchmarks/priority_scaling.py --quick    # reduced run (< 2 min)
+    python benchmarks/priority_scaling.py --exact-large-only   # only the N = 30 exact table (~13 min)
 
 The exact method is the one `planner solve priority --method exact` runs (`solve.run_exact`):
-warm start (`best_heuristic_plan`) then the subset DP at b_max = 1 and N ≤ 20, the
-branch-and-bound otherwise; "incl. warm start" times both.  numba's JIT compile time is measured
+warm start (`best_heuristic_plan`) then the subset DP at b_max = 1 and N ≤ 20, from N = 25 at
+b_max ≥ 2 the branch-and-bound for a quarter of the time limit then the Dinkelbach MILP on HiGHS
+(`planner/priority/milp.py`), the branch-and-bound otherwise; "incl. warm start" times both.  numba's JIT compile time is measured
 separately (cold cache in a fresh process) and excluded from the per-call times.
 
 Instances are `generate_priority_problem` (paper setting: Table 2 latency model, equal chat/code
@@ -58,8 +60,9 @@ def machine_line() -> str:
     except Exception:  # noqa: BLE001 - informative only
         numba_version = "n/a"
     return (f"Machine: {cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}, "
-            f"numba {numba_version}, highspy {highs} (not used: the exact methods are a numba subset DP and a "
-            f"Python branch-and-bound with numba-compiled bounds); load average at start {load_average():.2f}.")
+            f"numba {numba_version}, highspy {highs} (the Dinkelbach MILP at "
+            f"N ≥ 25, b_max ≥ 2; elsewhere a numba subset DP and a Python branch-and-bound with numba-compiled "
+            f"bounds); load average at start {load_average():.2f}.")
 
 
 def load_average() -> float:
@@ -166,19 +169,27 @@ def exact_vs_exhaustive_seeds(n: int, b_max: int, seeds: list[int], cap: float, 
     return rows
 
 
-def exact_large(n: int, b_maxes: list[int], seeds: list[int], limit: float) -> list[str]:
-    rows = ["| N | b_max | seed | method | status | G* or best G | upper bound | gap | nodes (B&B) / rounds (DP) | time (s) |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+def exact_large(n: int, b_maxes: list[int], seeds: list[int], limit: float, methods: list[str]) -> list[str]:
+    """`run_exact` with each ``exact_method`` ("auto" is what `--method exact` runs: the subset DP,
+    the branch-and-bound, or from N = 25 at b_max ≥ 2 the branch-and-bound + Dinkelbach MILP
+    hybrid; "bnb" forces the branch-and-bound alone for comparison).  HiGHS runs with 1 thread."""
+    rows = ["| N | b_max | seed | --exact-method | method that ran | status | G* or best G | upper bound | gap | "
+            "nodes (B&B + MILP) / rounds (DP) | time (s) | load avg |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for b_max in b_maxes:
         for seed in seeds:
             problem = generate_priority_problem(n, b_max, seed, slo_spread=0.5)
-            t0 = time.perf_counter()
-            result = run_exact(problem, time_limit=limit)
-            took = time.perf_counter() - t0
-            gap = result.gap
-            rows.append(f"| {n} | {b_max} | {seed} | {result.solver} | {result.status.value} | {result.objective:.6f} | {result.bound:.6f} | "
-                        f"{100 * (gap or 0):.2f}% | {result.stats['nodes']:,} | {took:.1f} |")
-            print(rows[-1], flush=True)
+            for exact_method in methods:
+                if exact_method == "bnb" and b_max == 1:  # auto runs the branch-and-bound there already
+                    continue
+                t0 = time.perf_counter()
+                result = run_exact(problem, time_limit=limit, exact_method=exact_method)
+                took = time.perf_counter() - t0
+                gap = result.gap
+                rows.append(f"| {n} | {b_max} | {seed} | {exact_method} | {result.solver} | {result.status.value} | "
+                            f"{result.objective:.6f} | {result.bound:.6f} | {100 * (gap or 0):.2f}% | "
+                            f"{result.stats['nodes']:,} | {took:.1f} | {load_average():.2f} |")
+                print(rows[-1], flush=True)
     return rows
 
 
@@ -234,11 +245,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--quick", action="store_true", help="reduced run (< 2 minutes)")
+    parser.add_argument("--exact-large-only", action="store_true",
+                        help="only the N = 30 exact table (b_max 1, 2, 4; seeds 0-2; auto and bnb; ~13 min)")
     args = parser.parse_args()
     started = time.perf_counter()
+    if args.exact_large_only:
+        lines = ["# Priority family: exact optimum at N = 30 (60 s limit, 1 thread)", "", machine_line(), "",
+                 "Command: `python benchmarks/priority_scaling.py --exact-large-only`.", ""]
+        lines += exact_large(30, [1, 2, 4], [0, 1, 2], 60.0, ["auto", "bnb"])
+        lines += ["", f"Total benchmark time: {time.perf_counter() - started:.0f} s.", ""]
+        out = args.out if args.out != DEFAULT_OUT else DEFAULT_OUT.with_name("priority_exact_n30.md")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text("\n".join(lines))
+        print(f"wrote {out}", file=sys.stderr)
+        return
     if args.quick:
         sizes, b_maxes, cap, gap_count, gap_n, large_n, large_seeds, large_limit, repeats, sa_repeats = \
-            [4, 6, 8], [1, 2], 10.0, 12, 7, 20, [0], 20.0, 3, 10
+            [4, 6, 8], [1, 2], 10.0, 12, 7, 25, [0], 20.0, 3, 10
     else:
         sizes, b_maxes, cap, gap_count, gap_n, large_n, large_seeds, large_limit, repeats, sa_repeats = \
             [4, 6, 8, 10], [1, 2, 4], 120.0, 100, 10, 30, [0, 1, 2], 60.0, 5, 50
@@ -259,8 +282,11 @@ def main() -> None:
               "constant SLOs)", ""]
     lines += exact_vs_exhaustive_seeds(headline_n, 1, [11, 12, 13] if args.quick else [11, 12, 13, 14, 15, 16], cap,
                                        repeats)
-    lines += ["", f"## Exact optimum at N = {large_n} ({large_limit:g} s limit, `run_exact`, 1 thread)", ""]
-    lines += exact_large(large_n, b_maxes, large_seeds, large_limit)
+    lines += ["", f"## Exact optimum at N = {large_n} ({large_limit:g} s limit, `run_exact`, 1 thread)", "",
+              "`--exact-method auto` is what `--method exact` runs; `bnb` is the branch-and-bound alone (shown "
+              "where auto runs something else).  \"method that ran\" names what proved the row or gave its bound.", ""]
+    large_methods = ["auto"] if args.quick else ["auto", "bnb"]
+    lines += exact_large(large_n, b_maxes, large_seeds, large_limit, large_methods)
     lines += ["", "## SA wall time per call (compiled Alg. 1, paper defaults: 63 levels × 100 iterations = 6,300 "
               "iterations; inapplicable moves skip the evaluation)", ""]
     lines += sa_timing([10, 40], [1, 4], sa_repeats)

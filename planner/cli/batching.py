@@ -8,7 +8,18 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
-from planner.cli.common import CommandGroups, fmt, fmt_gap, out, to_json, write_output
+from planner.cli.common import (
+    CommandGroups,
+    ForceOption,
+    JsonOption,
+    OutOption,
+    ThreadsOption,
+    fmt,
+    fmt_gap,
+    out,
+    to_json,
+    write_output,
+)
 from planner.errors import PlannerError
 
 if TYPE_CHECKING:
@@ -87,9 +98,9 @@ def simulate_batching_cmd(
     R_max: int = typer.Option(None, "--R-max", help="max running requests"),
     no_evict: bool = typer.Option(False, "--no-evict", help="eviction-free variant (reserve I+O-1 at admission)"),
     rank: str = typer.Option(None, "--rank", help="waiting-queue order: arrival, input or output (Appendix A.3)"),
-    json_out: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
-    output: Path = typer.Option(None, "--out", help="also write the JSON result to this file"),
-    force: bool = typer.Option(False, help="overwrite --out if it exists"),
+    json_out: JsonOption = False,
+    output: OutOption = None,
+    force: ForceOption = False,
     per_request: int = typer.Option(10, "--per-request", help="rows of the per-request table to print"),
 ) -> None:
     """Simulate one scheduler (Algorithm 1 preset) on an instance under the §3.2 cost model."""
@@ -114,13 +125,13 @@ def solve_batching_cmd(
     objective: str = typer.Option("latency", help="latency (total) or ttft (mean time to first token)"),
     solver: str = typer.Option("highs", help="highs (default) or gurobi (size-limited pip license)"),
     time_limit: float = typer.Option(60.0, "--time-limit", help="seconds; returns the incumbent and bound when hit"),
-    threads: int = typer.Option(None, help="solver threads"),
+    threads: ThreadsOption = None,
     batches: int = typer.Option(None, "--batches", help="batch count J (default: derived from the best heuristic)"),
     goal_scheduler: str = typer.Option(None, "--goal-scheduler", help="add latency ≤ goal-factor × this scheduler's"),
     goal_factor: float = typer.Option(0.9, "--goal-factor"),
-    json_out: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
-    output: Path = typer.Option(None, "--out", help="also write the JSON result to this file"),
-    force: bool = typer.Option(False, help="overwrite --out if it exists"),
+    json_out: JsonOption = False,
+    output: OutOption = None,
+    force: ForceOption = False,
     per_request: int = typer.Option(10, "--per-request", help="rows of the per-request table to print"),
     formulation: str = typer.Option("auto", help="auto (the per-request path model where it applies), paths or bigm"),
 ) -> None:
@@ -149,7 +160,7 @@ def compare_batching_cmd(
     solver: str = typer.Option("highs", help="highs or gurobi"),
     time_limit: float = typer.Option(60.0, "--time-limit", help="seconds for the MIP"),
     no_mip: bool = typer.Option(False, "--no-mip", help="skip the MIP; gaps are to the lower bound"),
-    json_out: bool = typer.Option(False, "--json", help="print one JSON object instead of a table"),
+    json_out: JsonOption = False,
 ) -> None:
     """Every preset scheduler vs the MIP optimum (or the lower bound)."""
     from planner.batching.instance import load_batching_instance

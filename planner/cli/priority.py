@@ -5,23 +5,39 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
 
-from planner.cli.common import CommandGroups, err, fmt, fmt_gap, out, to_json, write_output
-from planner.core.result import Result
-from planner.costmodels.files import default_models_dir
+from planner.cli.common import (
+    CommandGroups,
+    ForceOption,
+    JsonOption,
+    OutOption,
+    SeedOption,
+    err,
+    fmt,
+    fmt_gap,
+    out,
+    to_json,
+    write_output,
+)
 from planner.errors import PlannerError
-from planner.priority.generator import TABLE2_MODEL, generate_priority_problem
-from planner.priority.heuristics import HEURISTICS
-from planner.priority.instance import load_priority_instance, save_priority_instance
-from planner.priority.problem import PriorityProblem
-from planner.priority.solve import METHODS, run_method, run_multi_instance
-from planner.solver import SolveStatus
+
+if TYPE_CHECKING:
+    from planner.core.result import Result
+    from planner.priority.problem import PriorityProblem
+
+#: ``planner.priority.solve.METHODS`` and ``EXACT_METHODS``, spelled out so that building the CLI does not
+#: import the priority package (tests/test_cli.py checks they agree).
+METHODS = ("exact", "sa", "exhaustive", "fcfs", "spf", "edf")
+EXACT_METHODS = ("auto", "bnb", "milp")
 
 
 def _load(instance: Path, b_max: int | None) -> PriorityProblem:
+    from planner.priority.instance import load_priority_instance
+
     if b_max is not None and b_max < 1:
         raise PlannerError(f"--b-max must be at least 1, got {b_max}")
     problem = load_priority_instance(instance, b_max=b_max)
@@ -61,21 +77,29 @@ def solve_priority_cmd(
     b_max: int = typer.Option(None, "--b-max", help="maximum batch size (overrides the file)"),
     instances: int = typer.Option(1, "--instances", help="Alg. 2: split the jobs over this many instances (needs token_capacity)"),
     time_limit: float = typer.Option(120.0, "--time-limit", help="seconds (exact / exhaustive); returns the best plan and a bound"),
-    seed: int = typer.Option(0, help="random seed of SA"),
-    json_out: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
-    output: Path = typer.Option(None, "--out", help="also write the JSON result to this file"),
-    force: bool = typer.Option(False, help="overwrite --out if it exists"),
+    seed: SeedOption = 0,
+    exact_method: str = typer.Option("auto", "--exact-method",
+                                     help=f"with --method exact: one of {', '.join(EXACT_METHODS)} (auto: subset DP, "
+                                          "branch-and-bound, or branch-and-bound + Dinkelbach MILP by instance size)"),
+    json_out: JsonOption = False,
+    output: OutOption = None,
+    force: ForceOption = False,
 ) -> None:
     """Priority order and batch sizes maximising G = (jobs meeting their SLO) / (Σ latency)."""
+    from planner.priority.solve import run_method, run_multi_instance
+    from planner.solver import SolveStatus
+
     if method not in METHODS:
         raise PlannerError(f"unknown --method {method!r} (use one of {', '.join(METHODS)})")
+    if exact_method not in EXACT_METHODS:
+        raise PlannerError(f"unknown --exact-method {exact_method!r} (use one of {', '.join(EXACT_METHODS)})")
     if time_limit is not None and time_limit <= 0:
         raise PlannerError(f"--time-limit must be positive, got {time_limit}")
     problem = _load(instance, b_max)
     if instances != 1:
         result = run_multi_instance(problem, instances, method, seed=seed, time_limit=time_limit)
     else:
-        result = run_method(problem, method, time_limit=time_limit, seed=seed)
+        result = run_method(problem, method, time_limit=time_limit, seed=seed, exact_method=exact_method)
     payload = {"instance": str(instance), "name": problem.name, **result.to_dict()}
     text = to_json(payload)
     write_output(output, text, force)
@@ -91,12 +115,15 @@ def compare_priority_cmd(
     instance: Path = typer.Argument(..., help="priority instance YAML"),
     b_max: int = typer.Option(None, "--b-max", help="maximum batch size (overrides the file)"),
     time_limit: float = typer.Option(120.0, "--time-limit", help="seconds for the exact search (returns its best plan and bound)"),
-    seed: int = typer.Option(0, help="random seed of SA"),
-    json_out: bool = typer.Option(False, "--json"),
-    output: Path = typer.Option(None, "--out", help="also write the JSON comparison to this file"),
-    force: bool = typer.Option(False),
+    seed: SeedOption = 0,
+    json_out: JsonOption = False,
+    output: OutOption = None,
+    force: ForceOption = False,
 ) -> None:
     """Every method against the exact optimum: G, SLO attainment, mean latency, time, gap."""
+    from planner.priority.heuristics import HEURISTICS
+    from planner.priority.solve import run_method
+
     problem = _load(instance, b_max)
     results = [run_method(problem, name, seed=seed) for name in HEURISTICS]
     exact = run_method(problem, "exact", time_limit=time_limit, seed=seed)
@@ -140,13 +167,17 @@ def generate_priority_cmd(
     output: Path = typer.Argument(..., help="instance YAML to write"),
     jobs: int = typer.Option(10, help="number of jobs (half chat, half code)"),
     b_max: int = typer.Option(1, "--b-max"),
-    seed: int = typer.Option(0),
+    seed: SeedOption = 0,
     slo_spread: float = typer.Option(0.0, help="per-job SLO factor drawn from [1-spread, 1+spread] (0: paper's constant SLOs)"),
     token_capacity: int = typer.Option(None, help="per-batch token capacity (Eq. 20)"),
     name: str = typer.Option(None, help="instance name (default: file stem)"),
     force: bool = typer.Option(False, help="overwrite an existing file"),
 ) -> None:
     """Generate a priority instance in the paper's setting (Table 2 model, chat/code mix)."""
+    from planner.costmodels.files import default_models_dir
+    from planner.priority.generator import TABLE2_MODEL, generate_priority_problem
+    from planner.priority.instance import save_priority_instance
+
     if b_max < 1:
         raise PlannerError(f"--b-max must be at least 1, got {b_max}")
     problem = generate_priority_problem(jobs, b_max, seed, name=name or output.stem, slo_spread=slo_spread,

@@ -7,10 +7,21 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from planner.cli.common import CommandGroups, fmt, fmt_gap, out, to_json, write_output
+from planner.cli.common import (
+    CommandGroups,
+    ForceOption,
+    JsonOption,
+    OutOption,
+    SolverOption,
+    ThreadsOption,
+    TimeLimitOption,
+    fmt,
+    fmt_gap,
+    out,
+    to_json,
+    write_output,
+)
 from planner.errors import PlannerError
-
-SOLVER_HELP = "MIP solver: highs (default, no license) or gurobi (size-limited pip license)"
 
 
 def _load(instance: Path, objective: str | None, deadline: str | None):
@@ -44,13 +55,13 @@ def solve_queueing_cmd(
     formulation: str = typer.Option("auto", help="auto (= certified for the penalty objective: local search + "
                                                  "certified assignment bound + reduced-cost-fixed slots MILP) | "
                                                  "certified | slots (exact dense MILP) | blocks (model-block restriction)"),
-    solver: str = typer.Option("highs", help=SOLVER_HELP),
-    time_limit: float = typer.Option(None, "--time-limit", help="seconds; returns the incumbent and bound when hit"),
-    threads: int = typer.Option(None, help="solver threads"),
+    solver: SolverOption = "highs",
+    time_limit: TimeLimitOption = None,
+    threads: ThreadsOption = None,
     seed: int = typer.Option(0, help="solver seed"),
-    json_out: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
-    output: Path = typer.Option(None, "--out", help="also write the JSON result to this file"),
-    force: bool = typer.Option(False, help="overwrite --out if it exists"),
+    json_out: JsonOption = False,
+    output: OutOption = None,
+    force: ForceOption = False,
     verbose: bool = typer.Option(False, help="show the solver log"),
 ) -> None:
     """Order the virtual queues with the QLM MILP; soft version and scale-up when SLOs cannot be met."""
@@ -117,12 +128,12 @@ def compare_queueing_cmd(
     objective: str = typer.Option(None, help="objective every method is scored on"),
     deadline: str = typer.Option(None, help="start or completion"),
     formulation: str = typer.Option("auto", help="auto (certified pipeline for penalty) | certified | slots | blocks"),
-    solver: str = typer.Option("highs", help=SOLVER_HELP),
-    time_limit: float = typer.Option(None, "--time-limit", help="seconds for the MILP"),
+    solver: SolverOption = "highs",
+    time_limit: TimeLimitOption = None,
     evaluator: str = typer.Option("estimator", help="estimator (RWT estimates) or simulator (batching family's simulator)"),
-    json_out: bool = typer.Option(False, "--json"),
-    output: Path = typer.Option(None, "--out", help="also write the JSON comparison to this file"),
-    force: bool = typer.Option(False),
+    json_out: JsonOption = False,
+    output: OutOption = None,
+    force: ForceOption = False,
 ) -> None:
     """EDF, FCFS and greedy against the MILP: objective, SLO attainment, swaps, drain time, solve time."""
     from planner.queueing.evaluator import EVALUATORS
@@ -167,9 +178,9 @@ def compare_queueing_cmd(
 def simulate_queueing_cmd(
     instance: Path = typer.Argument(..., help="queueing instance YAML whose groups carry arrival times (a trace)"),
     policy: str = typer.Option("all", help="qlm (MILP re-solved only on a predicted violation) | edf | fcfs | all"),
-    solver: str = typer.Option("highs", help=SOLVER_HELP),
+    solver: SolverOption = "highs",
     time_limit: float = typer.Option(5.0, "--time-limit", help="seconds per MILP re-solve"),
-    json_out: bool = typer.Option(False, "--json"),
+    json_out: JsonOption = False,
 ) -> None:
     """Replay the groups in arrival order; QLM re-solves only when the estimator predicts a violation."""
     from planner.queueing.instance import load_queueing_instance

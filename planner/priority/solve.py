@@ -14,6 +14,7 @@ from planner.errors import PlannerError
 from planner.priority.exact import ExactOutcome, solve_exact
 from planner.priority.exhaustive import exhaustive_search
 from planner.priority.heuristics import HEURISTICS, Plan, local_search
+from planner.priority.milp import solve_milp
 from planner.priority.multi import assign_instances, sub_problem
 from planner.priority.problem import InstancePlan, PriorityProblem, PrioritySchedule
 from planner.priority.sequence_dp import dp_applies, solve_sequence_dp
@@ -64,6 +65,7 @@ def run_exhaustive(problem: PriorityProblem, time_limit: float | None = None) ->
 
 
 WARM_START = ("spf", "edf", "fcfs")
+EXACT_METHODS = ("auto", "bnb", "milp")
 
 
 def best_heuristic_plan(problem: PriorityProblem, seed: int = 0) -> Plan:
@@ -78,25 +80,66 @@ def best_heuristic_plan(problem: PriorityProblem, seed: int = 0) -> Plan:
     return local_search(problem, best)
 
 
+MILP_MIN_JOBS = 25
+"""The Dinkelbach MILP joins from N = MILP_MIN_JOBS at b_max ≥ 2 under a time limit: at N = 25 and 30,
+b_max = 2 and 4 with 60 s the hybrid ends with clearly smaller gaps than the branch-and-bound alone
+(benchmarks/priority_scaling.py --exact-large-only); at N = 20, b_max = 2 the branch-and-bound alone
+proved the optimum in 47 s where the hybrid did not within 60 s, so smaller instances keep it."""
+
+BNB_SHARE = 0.25
+"""Share of the time limit the branch-and-bound runs first in the hybrid (it improves the incumbent)."""
+
+
+def milp_applies(problem: PriorityProblem, time_limit: float | None, node_limit: int | None) -> bool:
+    return (problem.b_max >= 2 and problem.size >= MILP_MIN_JOBS and time_limit is not None
+            and node_limit is None)
+
+
+def prove_with_milp(problem: PriorityProblem, incumbent: Plan, time_limit: float) -> tuple[ExactOutcome, str]:
+    """The branch-and-bound for BNB_SHARE of the time (incumbent and a first bound), then the
+    Dinkelbach MILP from its plan; the reported bound is the smaller of the two (both are valid).
+    Returns the outcome and the name of what ran."""
+    started = time.perf_counter()
+    first = solve_exact(problem, incumbent, time_limit=BNB_SHARE * time_limit)
+    if first.proven:
+        return first, "branch-and-bound"
+    second = solve_milp(problem, first.plan, time_limit=max(time_limit - (time.perf_counter() - started), 0.0))
+    plan = second.plan if second.plan.g > first.plan.g else first.plan
+    bound = min(first.bound_g, second.bound_g)
+    proven = second.proven or bound <= plan.g * (1 + 1e-12)
+    outcome = ExactOutcome(plan, proven, plan.g if proven else bound, first.nodes + second.nodes,
+                           time.perf_counter() - started,
+                           f"branch-and-bound: {first.message or 'stopped'}; MILP: {second.message}")
+    return outcome, "branch-and-bound + Dinkelbach MILP (HiGHS)"
+
+
 def prove_optimum(problem: PriorityProblem, incumbent: Plan, time_limit: float | None = None,
-                  node_limit: int | None = None) -> tuple[ExactOutcome, str]:
+                  node_limit: int | None = None, method: str = "auto") -> tuple[ExactOutcome, str]:
     """(outcome, method name): the subset DP where it applies (b_max = 1, N ≤ MAX_DP_JOBS, no node
-    limit), otherwise the branch-and-bound."""
-    if node_limit is None and dp_applies(problem):
+    limit); at b_max ≥ 2, N ≥ MILP_MIN_JOBS under a time limit the branch-and-bound + Dinkelbach MILP
+    hybrid; otherwise the branch-and-bound.  ``method`` = "bnb" or "milp" forces one of the last two."""
+    if method not in EXACT_METHODS:
+        raise PlannerError(f"unknown exact method {method!r} (known: {', '.join(EXACT_METHODS)})")
+    if method == "milp":
+        return solve_milp(problem, incumbent, time_limit=time_limit), "Dinkelbach MILP (HiGHS)"
+    if method == "auto" and node_limit is None and dp_applies(problem):
         try:
             return solve_sequence_dp(problem, incumbent, time_limit=time_limit), "subset DP (Dinkelbach)"
         except ImportError:  # numba missing: the branch-and-bound below is exact as well
             pass
+    if method == "auto" and milp_applies(problem, time_limit, node_limit):
+        assert time_limit is not None
+        return prove_with_milp(problem, incumbent, time_limit)
     return solve_exact(problem, incumbent, time_limit=time_limit, node_limit=node_limit), "branch-and-bound"
 
 
 def run_exact(problem: PriorityProblem, time_limit: float | None = None, seed: int = 0,
-              node_limit: int | None = None) -> Result:
+              node_limit: int | None = None, exact_method: str = "auto") -> Result:
     started = time.perf_counter()
     incumbent = best_heuristic_plan(problem, seed)
     warm = time.perf_counter() - started
     remaining = None if time_limit is None else max(time_limit - warm, 0.0)
-    outcome, solver = prove_optimum(problem, incumbent, time_limit=remaining, node_limit=node_limit)
+    outcome, solver = prove_optimum(problem, incumbent, time_limit=remaining, node_limit=node_limit, method=exact_method)
     seconds = time.perf_counter() - started
     stats = {"nodes": outcome.nodes, "incumbent_g": incumbent.g, "incumbent_seconds": warm}
     if outcome.proven:
@@ -106,9 +149,10 @@ def run_exact(problem: PriorityProblem, time_limit: float | None = None, seed: i
                    bound_source=f"{solver} (open)", message=outcome.message, stats=stats, solver=solver)
 
 
-def run_method(problem: PriorityProblem, method: str, *, time_limit: float | None = None, seed: int = 0) -> Result:
+def run_method(problem: PriorityProblem, method: str, *, time_limit: float | None = None, seed: int = 0,
+               exact_method: str = "auto") -> Result:
     if method == "exact":
-        return run_exact(problem, time_limit=time_limit, seed=seed)
+        return run_exact(problem, time_limit=time_limit, seed=seed, exact_method=exact_method)
     if method == "exhaustive":
         return run_exhaustive(problem, time_limit=time_limit)
     return run_heuristic(problem, method, seed=seed)
