@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from machine_info import machine_line
 from planner.priority.exhaustive import compositions, exhaustive_search
 from planner.priority.generator import generate_priority_problem
 from planner.priority.heuristics import HEURISTICS, shortest_predicted_first, simulated_annealing
@@ -37,32 +37,9 @@ from planner.priority.solve import best_heuristic_plan, prove_optimum, run_exact
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "priority_scaling.md"
 
 
-def machine_line() -> str:
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        import highspy  # noqa: F401
-        from importlib.metadata import version
-
-        highs = version("highspy")
-    except Exception:  # noqa: BLE001 - informative only
-        highs = "n/a"
-    try:
-        from importlib.metadata import version
-
-        numba_version = version("numba")
-    except Exception:  # noqa: BLE001 - informative only
-        numba_version = "n/a"
-    return (f"Machine: {cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}, "
-            f"numba {numba_version}, highspy {highs} (the Dinkelbach MILP at "
-            f"N ≥ 25, b_max ≥ 2; elsewhere a numba subset DP and a Python branch-and-bound with numba-compiled "
-            f"bounds); load average at start {load_average():.2f}.")
+def machine_description() -> str:
+    return (f"Machine: {machine_line(('numpy', 'numba', 'highspy'))}. Exact methods: a numba subset DP (b_max = 1), "
+            f"a Python branch-and-bound with numba-compiled bounds, and the Dinkelbach MILP on HiGHS at N ≥ 25, b_max ≥ 2.")
 
 
 def load_average() -> float:
@@ -233,7 +210,7 @@ def sa_gap(count: int, n: int, b_maxes: list[int]) -> list[str]:
             gap = (outcome.plan.g - plan.g) / outcome.plan.g if outcome.plan.g > 0 else 0.0
             gaps[name].append(gap)
             optimal_hits[name] += gap <= 1e-9
-    rows = [f"| method | instances | mean gap to optimum | worst gap | optimal on |", "|---|---|---|---|---|"]
+    rows = ["| method | instances | mean gap to optimum | worst gap | optimal on |", "|---|---|---|---|---|"]
     for name, values in gaps.items():
         rows.append(f"| {name} | {len(values)} | {100 * statistics.mean(values):.2f}% | {100 * max(values):.2f}% | "
                     f"{optimal_hits[name]} |")
@@ -250,7 +227,7 @@ def main() -> None:
     args = parser.parse_args()
     started = time.perf_counter()
     if args.exact_large_only:
-        lines = ["# Priority family: exact optimum at N = 30 (60 s limit, 1 thread)", "", machine_line(), "",
+        lines = ["# Priority family: exact optimum at N = 30 (60 s limit, 1 thread)", "", machine_description(), "",
                  "Command: `python benchmarks/priority_scaling.py --exact-large-only`.", ""]
         lines += exact_large(30, [1, 2, 4], [0, 1, 2], 60.0, ["auto", "bnb"])
         lines += ["", f"Total benchmark time: {time.perf_counter() - started:.0f} s.", ""]
@@ -265,7 +242,7 @@ def main() -> None:
     else:
         sizes, b_maxes, cap, gap_count, gap_n, large_n, large_seeds, large_limit, repeats, sa_repeats = \
             [4, 6, 8, 10], [1, 2, 4], 120.0, 100, 10, 30, [0, 1, 2], 60.0, 5, 50
-    lines = ["# Priority family (SLO-aware SA scheduler): scaling", "", machine_line(), "",
+    lines = ["# Priority family (SLO-aware SA scheduler): scaling", "", machine_description(), "",
              f"Command: `python benchmarks/priority_scaling.py{' --quick' if args.quick else ''}`.  Instances: "
              "`generate_priority_problem` (Table 2 model, chat/code mix, SLO spread 0.5).  Exhaustive search is "
              f"cut at {cap:g} s; cut rows give an estimate extrapolated from the plans evaluated per second.", ""]

@@ -105,7 +105,9 @@ def render(rows: list[dict], quick: bool, started: str, machine_line: str) -> st
         parts.append(f"| {r['family']} | {r['script']} | {status} | {r['seconds']:.1f} | {rel} |")
     for r in rows:
         parts += ["", f"## {r['family']}", ""]
-        if r["status"] == "ok":
+        if r["status"] in ("ok", "earlier run"):
+            if r["detail"]:
+                parts += [f"*{r['detail'][0].upper()}{r['detail'][1:]}.*", ""]
             parts.append(_demote(Path(r["out"]).read_text().strip()))
         else:
             parts.append(f"Not available: {r['status']}" + (f" — {r['detail']}" if r["detail"] else "") + ".")
@@ -116,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="reduced runs (each script < 2 minutes)")
     ap.add_argument("--out", default=str(BENCH / "RESULTS.md"), help="the collected results (markdown)")
-    ap.add_argument("--only", default=None, help="comma-separated families to run (default: every script)")
+    ap.add_argument("--only", default=None, help="comma-separated families to run (default: every script); the "
+                    "others' latest results files are collected as they are, marked as from an earlier run")
     ap.add_argument("--results-dir", default=None,
                     help="where each script writes its table (default: benchmarks/results, or results/quick with --quick)")
     ap.add_argument("--timeout", type=float, default=None, help="seconds per script (default: none; 600 with --quick)")
@@ -137,11 +140,25 @@ def main(argv: list[str] | None = None) -> int:
         row = run_script(script, out, args.quick, timeout)
         print(f"  {row['status']} in {row['seconds']:.1f} s{': ' + row['detail'] if row['detail'] else ''}", flush=True)
         rows.append(row)
+    if only is not None and not args.quick:  # the other families: their latest full results, said to be earlier
+        for script in find_scripts(None):
+            if script in scripts:
+                continue
+            out = results_dir / f"{script.stem}.md"
+            row = {"family": script.name.removesuffix("_scaling.py"), "script": script.name, "out": out,
+                   "seconds": 0.0, "status": "ok", "detail": ""}
+            if out.exists():
+                stamp = datetime.fromtimestamp(out.stat().st_mtime, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+                row.update(status="earlier run", detail=f"not re-run here; results file written {stamp}")
+            else:
+                row.update(status="missing", detail="not run and no earlier results")
+            rows.append(row)
+        rows.sort(key=lambda r: r["family"])
     target = Path(args.out)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(render(rows, args.quick, started, machine))
     print(f"wrote {target}")
-    return 0 if all(r["status"] in ("ok", "skipped") for r in rows) else 1
+    return 0 if all(r["status"] in ("ok", "skipped", "missing", "earlier run") for r in rows) else 1
 
 
 if __name__ == "__main__":
