@@ -108,6 +108,20 @@ def test_cli_exact_method_milp_and_bad_name(monkeypatch, capsys):
     assert code == 2 and "unknown --exact-method" in err and "Traceback" not in err
 
 
+def test_cli_compare_takes_the_exact_method(monkeypatch, capsys):
+    from conftest import REPO, run_cli
+
+    instance = str(REPO / "instances" / "priority" / "fig4_toy.yaml")
+    code, out, err = run_cli(monkeypatch, capsys, "compare", "priority", instance, "--exact-method", "milp", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    # the optimum is Fig. 4 (C): 3 jobs met in 1.8 s, proven by the MILP
+    assert "MILP" in data["exact"]["solver"] and data["optimum"] == pytest.approx(3 / 1.8)
+    assert all(row["G"] <= data["optimum"] + 1e-12 for row in data["methods"])
+    code, out, err = run_cli(monkeypatch, capsys, "compare", "priority", instance, "--exact-method", "simplex")
+    assert code == 2 and "unknown --exact-method" in err and "Traceback" not in err
+
+
 def test_auto_uses_the_hybrid_only_for_large_batched_instances():
     from planner.priority.solve import MILP_MIN_JOBS, best_heuristic_plan, prove_optimum
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -33,6 +33,15 @@ if TYPE_CHECKING:
 #: import the priority package (tests/test_cli.py checks they agree).
 METHODS = ("exact", "sa", "exhaustive", "fcfs", "spf", "edf")
 EXACT_METHODS = ("auto", "bnb", "milp")
+
+ExactMethodOption = Annotated[str, typer.Option(
+    "--exact-method", help=f"the exact method: one of {', '.join(EXACT_METHODS)} (auto: subset DP, branch-and-bound, "
+                           "or branch-and-bound + Dinkelbach MILP by instance size)")]
+
+
+def _check_exact_method(exact_method: str) -> None:
+    if exact_method not in EXACT_METHODS:
+        raise PlannerError(f"unknown --exact-method {exact_method!r} (use one of {', '.join(EXACT_METHODS)})")
 
 
 def _load(instance: Path, b_max: int | None) -> PriorityProblem:
@@ -78,9 +87,7 @@ def solve_priority_cmd(
     instances: int = typer.Option(1, "--instances", help="Alg. 2: split the jobs over this many instances (needs token_capacity)"),
     time_limit: float = typer.Option(120.0, "--time-limit", help="seconds (exact / exhaustive); returns the best plan and a bound"),
     seed: SeedOption = 0,
-    exact_method: str = typer.Option("auto", "--exact-method",
-                                     help=f"with --method exact: one of {', '.join(EXACT_METHODS)} (auto: subset DP, "
-                                          "branch-and-bound, or branch-and-bound + Dinkelbach MILP by instance size)"),
+    exact_method: ExactMethodOption = "auto",
     json_out: JsonOption = False,
     output: OutOption = None,
     force: ForceOption = False,
@@ -91,8 +98,7 @@ def solve_priority_cmd(
 
     if method not in METHODS:
         raise PlannerError(f"unknown --method {method!r} (use one of {', '.join(METHODS)})")
-    if exact_method not in EXACT_METHODS:
-        raise PlannerError(f"unknown --exact-method {exact_method!r} (use one of {', '.join(EXACT_METHODS)})")
+    _check_exact_method(exact_method)
     if time_limit is not None and time_limit <= 0:
         raise PlannerError(f"--time-limit must be positive, got {time_limit}")
     problem = _load(instance, b_max)
@@ -116,6 +122,7 @@ def compare_priority_cmd(
     b_max: int = typer.Option(None, "--b-max", help="maximum batch size (overrides the file)"),
     time_limit: float = typer.Option(120.0, "--time-limit", help="seconds for the exact search (returns its best plan and bound)"),
     seed: SeedOption = 0,
+    exact_method: ExactMethodOption = "auto",
     json_out: JsonOption = False,
     output: OutOption = None,
     force: ForceOption = False,
@@ -124,9 +131,10 @@ def compare_priority_cmd(
     from planner.priority.heuristics import HEURISTICS
     from planner.priority.solve import run_method
 
+    _check_exact_method(exact_method)
     problem = _load(instance, b_max)
     results = [run_method(problem, name, seed=seed) for name in HEURISTICS]
-    exact = run_method(problem, "exact", time_limit=time_limit, seed=seed)
+    exact = run_method(problem, "exact", time_limit=time_limit, seed=seed, exact_method=exact_method)
     optimum = exact.objective if exact.proven_optimal else None
     reference = optimum if optimum is not None else exact.bound
     rows = []
