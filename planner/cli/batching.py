@@ -13,6 +13,7 @@ from planner.cli.common import (
     ForceOption,
     JsonOption,
     OutOption,
+    SolverOption,
     ThreadsOption,
     fmt,
     fmt_gap,
@@ -123,7 +124,7 @@ def simulate_batching_cmd(
 def solve_batching_cmd(
     instance: Path = typer.Argument(..., help="batching instance YAML"),
     objective: str = typer.Option("latency", help="latency (total) or ttft (mean time to first token)"),
-    solver: str = typer.Option("highs", help="highs (default) or gurobi (size-limited pip license)"),
+    solver: SolverOption = "highs",
     time_limit: float = typer.Option(60.0, "--time-limit", help="seconds; returns the incumbent and bound when hit"),
     threads: ThreadsOption = None,
     batches: int = typer.Option(None, "--batches", help="batch count J (default: derived from the best heuristic)"),
@@ -157,7 +158,7 @@ def solve_batching_cmd(
 
 def compare_batching_cmd(
     instance: Path = typer.Argument(..., help="batching instance YAML"),
-    solver: str = typer.Option("highs", help="highs or gurobi"),
+    solver: SolverOption = "highs",
     time_limit: float = typer.Option(60.0, "--time-limit", help="seconds for the MIP"),
     no_mip: bool = typer.Option(False, "--no-mip", help="skip the MIP; gaps are to the lower bound"),
     json_out: JsonOption = False,

@@ -13,7 +13,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from planner.cli.common import CommandGroups, JsonOption, SeedOption, fmt, fmt_gap, out, to_json
+from planner.cli.common import CommandGroups, JsonOption, SeedOption, SolverOption, fmt, fmt_gap, out, to_json
 from planner.errors import PlannerError
 from planner.sweep.engine import EXECUTORS
 
@@ -71,7 +71,7 @@ def capacity_cmd(
 def compare_all_cmd(
     instance_dir: Path = typer.Argument(..., help="directory searched recursively for instance YAML files"),
     out_dir: Path = typer.Option(None, "--out", help="directory for results.sqlite and compare.csv (resumable)"),
-    solver: str = typer.Option("highs", help="exact solver: highs or gurobi"),
+    solver: SolverOption = "highs",
     time_limit: float = typer.Option(60.0, help="time limit per exact solve (s)"),
     executor: str = typer.Option("local", help=EXECUTOR_HELP),
     address: str = typer.Option(None, help="Ray cluster address for --executor ray"),

@@ -121,7 +121,7 @@ def solve_deployment_cmd(
     seed: SeedOption = 0,
     json_out: JsonOption = False,
     output: OutOption = None,
-    force: bool = typer.Option(False, help="overwrite --out"),
+    force: ForceOption = False,
 ) -> None:
     """Ranked TP configurations of a cluster, or the cost-minimal plan when the instance gives load and inventory."""
     from planner.deployment.cost_solve import solve_cost_plan
