@@ -28,6 +28,26 @@ def test_knapsack_optimum_on_every_solver(solvers):
         assert knapsack().max_violation(out.x) <= 1e-9
 
 
+def test_presolve_and_heuristic_effort_reach_highs_and_keep_the_optimum(solvers):
+    from planner.solver.highs_backend import new_highs
+
+    options = SolveOptions(presolve=False, heuristic_effort=0.3)
+    highs = new_highs(options)
+    assert highs.getOptionValue("presolve")[1] == "off"
+    assert highs.getOptionValue("mip_heuristic_effort")[1] == pytest.approx(0.3)
+    default = new_highs(SolveOptions())
+    assert default.getOptionValue("presolve")[1] == "choose"
+    for s in solvers:
+        out = solve(knapsack(), s, options)
+        assert out.status == SolveStatus.OPTIMAL
+        assert out.objective == pytest.approx(7.0)
+
+
+def test_heuristic_effort_outside_zero_one_is_rejected():
+    with pytest.raises(ValueError, match="heuristic_effort"):
+        SolveOptions(heuristic_effort=1.5)
+
+
 def test_warm_start_is_accepted_by_highs():
     out = solve(knapsack(), "highs", SolveOptions(warm_start=np.array([0, 1, 1, 0.0])))
     assert out.warm_start_accepted is True

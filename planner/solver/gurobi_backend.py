@@ -100,6 +100,10 @@ def solve_gurobi(model: LinearModel, options: SolveOptions) -> SolverOutcome:
             m.Params.Threads = int(options.threads)
         if options.node_limit is not None:
             m.Params.NodeLimit = float(options.node_limit)
+        if options.presolve is not None:
+            m.Params.Presolve = -1 if options.presolve else 0
+        if options.heuristic_effort is not None:
+            m.Params.Heuristics = float(options.heuristic_effort)
         if options.warm_start is not None and model.integrality.any():
             x.Start = np.asarray(options.warm_start, float)
         callback = None

@@ -63,6 +63,10 @@ def new_highs(options: SolveOptions):
     h.setOptionValue("mip_rel_gap", float(options.mip_rel_gap))
     if options.node_limit is not None:
         h.setOptionValue("mip_max_nodes", int(options.node_limit))
+    if options.presolve is not None:
+        h.setOptionValue("presolve", "on" if options.presolve else "off")
+    if options.heuristic_effort is not None:
+        h.setOptionValue("mip_heuristic_effort", float(options.heuristic_effort))
     return h
 
 

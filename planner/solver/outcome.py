@@ -44,6 +44,15 @@ class SolveOptions:
     progress: Callable[[ProgressEvent], None] | None = None
     verbose: bool = False
     node_limit: int | None = None
+    #: None keeps the solver's default; False switches presolve off (HiGHS ``presolve``, Gurobi ``Presolve``).
+    presolve: bool | None = None
+    #: Share of the search spent in primal heuristics, 0..1 (HiGHS ``mip_heuristic_effort``, default 0.05;
+    #: Gurobi ``Heuristics``, default 0.05); None keeps the solver's default.
+    heuristic_effort: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.heuristic_effort is not None and not 0.0 <= self.heuristic_effort <= 1.0:
+            raise ValueError(f"heuristic_effort must be in [0, 1], got {self.heuristic_effort}")
 
 
 @dataclass(frozen=True)
