@@ -11,7 +11,9 @@ valid lower bound.  It is exact when no swap is needed and no SLO binds.
 `swap_assignment_bound` (the certified pipeline): the same assignment plus one swap time per group
 of a model other than the queue's loaded one and without the cells that are late even at the head
 of their queue, solved by a compiled Hungarian method that also returns the LP duals (for
-reduced-cost fixing); see `AssignmentBound`.  It never is below the first bound.
+reduced-cost fixing); see `AssignmentBound`.  It never is below the first bound.  Its per
+(queue, group) numbers (`relaxation_data`) are shared with the deadline Lagrangian of
+`planner.queueing.lagrangian`, which also accounts for the SLOs.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from planner.queueing.problem import QueueingProblem
 
 #: Group × slot cells above which the bound is skipped (memory/time).
 MAX_CELLS = 5_000_000
+#: Positions per queue solved first, as a multiple of groups / queues (grown while the duals say so).
+DEPTH_FACTOR = 1.3
 
 
 def penalty_lower_bound(problem: QueueingProblem) -> float | None:
@@ -93,15 +97,24 @@ class AssignmentBound:
         return cost - self.row_dual[None, :, None] - dual[:, None, :]
 
 
-def swap_assignment_bound(problem: QueueingProblem, max_cells: int = MAX_CELLS) -> AssignmentBound | None:
-    """The swap-aware assignment bound (`AssignmentBound`) of the penalty objective; None if not applicable."""
-    from planner.queueing.compiled import assignment_with_duals  # lazy: numba's import is slow
+@dataclass(frozen=True)
+class RelaxationData:
+    """Per (usable queue, group) numbers shared by the relaxations."""
 
+    queues: tuple[int, ...]
+    work: np.ndarray  # (queues, groups), 0 where the model does not fit
+    base: np.ndarray  # busy + own + swap, (queues, groups)
+    forbidden: np.ndarray  # (queues, groups): does not fit, or late even at the head of the queue
+    slo: np.ndarray  # (groups,)
+
+
+def relaxation_data(problem: QueueingProblem) -> RelaxationData | None:
+    """Work, base cost and forbidden cells of the usable (non-optional) queues; None without any."""
     queues = [g for g, q in enumerate(problem.queues) if not q.optional]
     n = problem.num_groups
     if not queues or n == 0:
         return None
-    work = problem.work_s[[problem.queues[g].type_index for g in queues]]  # (G, N)
+    work = problem.work_s[[problem.queues[g].type_index for g in queues]]
     tail = problem.tail_s[[problem.queues[g].type_index for g in queues]]
     allowed = np.isfinite(work) & np.isfinite(tail)
     work = np.where(allowed, work, 0.0)
@@ -113,11 +126,20 @@ def swap_assignment_bound(problem: QueueingProblem, max_cells: int = MAX_CELLS) 
     base = busy[:, None] + own + np.where(needs_swap, swap_time[:, None], 0.0)
     slo = problem.slo()
     forbidden = ~allowed | (base > slo[None, :] + 1e-6 * np.maximum(1.0, np.abs(slo[None, :])))
-    if forbidden.all(axis=0).any():
+    return RelaxationData(tuple(queues), work, np.where(forbidden, 0.0, base), forbidden, slo)
+
+
+def swap_assignment_bound(problem: QueueingProblem, max_cells: int = MAX_CELLS) -> AssignmentBound | None:
+    """The swap-aware assignment bound (`AssignmentBound`) of the penalty objective; None if not applicable."""
+    from planner.queueing.compiled import assignment_with_duals  # lazy: numba's import is slow
+
+    data = relaxation_data(problem)
+    if data is None or data.forbidden.all(axis=0).any():
         return None
-    finite_base = np.where(forbidden, 0.0, base)
+    queues, work, finite_base, forbidden, slo = data.queues, data.work, data.base, data.forbidden, data.slo
+    n = problem.num_groups
     big = 1e6 * (float(finite_base.max(initial=0.0)) + float(work.max(initial=0.0)) * n + 1.0)
-    depth = min(n, 2 * -(-n // len(queues)) + 8)
+    depth = min(n, int(DEPTH_FACTOR * -(-n // len(queues))) + 8)
     while True:
         if len(queues) * depth * n > max_cells:
             return None
@@ -136,4 +158,4 @@ def swap_assignment_bound(problem: QueueingProblem, max_cells: int = MAX_CELLS) 
     value = float(chosen.sum()) - float(slo.sum())
     assignment = tuple((int(c // depth), int(c % depth)) for c in column_of_row)
     return AssignmentBound(value, tuple(queues), depth, cost, row_dual, column_dual.reshape(len(queues), depth),
-                           work, np.where(forbidden, np.inf, base), assignment)
+                           work, np.where(forbidden, np.inf, finite_base), assignment)

@@ -12,13 +12,18 @@ a plan beyond ~50 groups; the model-block MILP is a restriction with a weak rela
    each group of a model other than the loaded one, minus cells late even at the head of a queue),
    solved by a compiled Hungarian method that also returns LP duals.  LB ≤ every feasible plan.
 3. If ``(UB − LB) / Σ start ≤ OPTIMALITY_GAP`` the plan is optimal (within 0.01 %, certified).
-4. Otherwise **reduced-cost fixing**: a cell (queue, group, position) with reduced cost > UB − LB is in
-   no plan better than UB; if at most `MAX_REDUCED_CELLS` cells remain, the exact slots MILP over
-   those cells (`planner.queueing.reduced_slots`) is solved, warm-started from UB, within the time
-   left; if more remain (the bound is too weak for fixing to bite), the time left goes to an iterated
-   local search (`planner.queueing.local_search.iterated_local_search`) for a better UB.  Every plan with penalty ≤ UB is in it, so its optimum is the global optimum and its dual
-   bound, capped at UB, is a global lower bound.
-5. The reported bound is the best of the two certified bounds; the gap is measured on Σ start.
+   Otherwise the **deadline Lagrangian** (`planner.queueing.lagrangian.deadline_lagrangian_bound`:
+   the SLOs dualised with integer multipliers, the weighted sum of starts bounded by splitting the
+   weighted groups into unit pieces, again an assignment) may raise LB; it runs at most
+   `LAGRANGIAN_ROUNDS` rounds, ending by `LAGRANGIAN_SHARE` of the time limit.
+4. If the gap is still open, **reduced-cost fixing** with the swap-aware bound's value LB₀ and duals:
+   a cell (queue, group, position) with reduced cost > UB − LB₀ is in no plan better than UB; if at
+   most `MAX_REDUCED_CELLS` cells remain, the exact slots MILP over those cells
+   (`planner.queueing.reduced_slots`) is solved, warm-started from UB, within the time left; if more remain (the bound is too weak for fixing to bite), the time left goes to an iterated
+   local search (`planner.queueing.local_search.iterated_local_search`) for a better UB.  Every plan
+   with penalty ≤ UB is in the reduced MILP, so its optimum is the global optimum and its dual bound,
+   capped at UB, is a global lower bound.
+5. The reported bound is the best of the three certified bounds; the gap is measured on Σ start.
 
 Returns None when the pipeline does not apply (no plan meeting every SLO was found, or no bound can
 be computed); the caller then runs the previous path (soft version and scale-up MILP).
@@ -32,6 +37,7 @@ import numpy as np
 
 from planner.core.result import Result
 from planner.queueing.bounds import swap_assignment_bound
+from planner.queueing.lagrangian import deadline_lagrangian_bound
 from planner.queueing.local_search import improve_plan, iterated_local_search
 from planner.queueing.problem import QueueAssignment, QueueingProblem
 from planner.queueing.reduced_slots import build_reduced_slots
@@ -46,6 +52,9 @@ MULTI_START_SHARE = 0.4
 #: this share of the time limit.
 ILS_ROUNDS = 40
 ILS_SHARE = 0.85
+#: Deadline Lagrangian: at most this many multiplier rounds, ending by this share of the time limit.
+LAGRANGIAN_ROUNDS = 20
+LAGRANGIAN_SHARE = 0.6
 #: Seconds of the time limit kept back from the reduced MILP (reading the plan back, validation).
 MILP_MARGIN_SECONDS = 0.15
 #: Largest number of cells (binaries) left after reduced-cost fixing for which the MILP is tried.
@@ -115,12 +124,22 @@ def solve_certified(problem: QueueingProblem, starts: list[QueueAssignment], *, 
     build_seconds = 0.0
     stats["assignment_bound"] = bound.value
     if _gap_of_sum_start(problem, objective, lower) > OPTIMALITY_GAP:
+        t0 = time.perf_counter()
+        deadline = None if time_limit is None else started + LAGRANGIAN_SHARE * time_limit
+        lagrangian = deadline_lagrangian_bound(problem, objective, rounds=LAGRANGIAN_ROUNDS, deadline=deadline)
+        stats["lagrangian_seconds"] = round(time.perf_counter() - t0, 4)
+        if lagrangian is not None:
+            stats.update({"lagrangian_bound": lagrangian.value, "lagrangian_rounds": lagrangian.rounds})
+            if min(lagrangian.value, objective) > lower + 1e-9:
+                lower = min(lagrangian.value, objective)
+                bound_source = "deadline Lagrangian (split-group assignment, certified)"
+    if _gap_of_sum_start(problem, objective, lower) > OPTIMALITY_GAP:
         cells = kept_cells(problem, bound, objective)
         stats["cells_after_fixing"] = len(cells)
         remaining = None if time_limit is None else time_limit - (time.perf_counter() - started)
         if len(cells) > MAX_REDUCED_CELLS:
             message = (f"reduced-cost fixing leaves {len(cells)} cells (> {MAX_REDUCED_CELLS}): exact MILP skipped; "
-                       "bound = assignment relaxation")
+                       f"bound = {bound_source}")
             t0 = time.perf_counter()
             deadline = None if time_limit is None else started + ILS_SHARE * time_limit
             improved, rounds = iterated_local_search(problem, plan, rounds=ILS_ROUNDS, seed=seed, deadline=deadline)
@@ -130,7 +149,7 @@ def solve_certified(problem: QueueingProblem, starts: list[QueueAssignment], *, 
                 plan, report, objective = improved, improved_report, improved_report.objective
                 stats["plan_from"] = f"iterated local search ({rounds} rounds) after {stats['plan_from']}"
         elif remaining is not None and remaining <= 0.05:
-            message = "no time left for the reduced slots MILP; bound = assignment relaxation"
+            message = f"no time left for the reduced slots MILP; bound = {bound_source}"
         else:
             t0 = time.perf_counter()
             milp = build_reduced_slots(problem, cells)

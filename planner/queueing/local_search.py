@@ -15,7 +15,9 @@ model's block removes swaps).  Deterministic: fixed scan order, no randomness.
 The returned plan is re-scored by the caller with the independent validator.
 
 `iterated_local_search` perturbs the best plan (``KICK_SIZE`` groups moved to random positions of
-random queues, numpy ``default_rng(seed)``) and descends again, keeping the better plan meeting every
+random queues, numpy ``default_rng(seed)``; every other round, starting with the first, the groups
+are drawn among those with the least SLO slack and moved near the head of a queue, where tight SLOs
+push them) and descends again, keeping the better plan meeting every
 SLO; it stops after ``rounds`` rounds or when, at the pace so far, the next round would end after
 ``deadline`` (a `time.perf_counter` value) —
 the only timing-dependent part, as for a MIP time limit.
@@ -26,13 +28,17 @@ from __future__ import annotations
 import numpy as np
 
 from planner.queueing.problem import QueueAssignment, QueueingProblem
-from planner.queueing.validator import validate_assignment
+from planner.queueing.validator import replay, validate_assignment
 
 MAX_PASSES = 100
 #: Groups moved at random by one perturbation of `iterated_local_search`.
 KICK_SIZE = 5
 #: Descent passes after a perturbation (the plan is near a local optimum already).
 KICK_PASSES = 4
+#: Every other perturbation (the first included) moves groups drawn from the ``TIGHT_CANDIDATES``
+#: groups with the least SLO slack in the best plan to one of the first ``TIGHT_FRONT`` positions.
+TIGHT_CANDIDATES = 40
+TIGHT_FRONT = 10
 
 
 def improve_plan(problem: QueueingProblem, plan: QueueAssignment, max_passes: int = MAX_PASSES,
@@ -71,19 +77,33 @@ def iterated_local_search(problem: QueueingProblem, plan: QueueAssignment, *, ro
     usable = [g for g, q in enumerate(problem.queues) if not q.optional]
     done = 0
     began = time.perf_counter()
-    for _ in range(rounds):
+    for round_index in range(rounds):
         pace = (time.perf_counter() - began) / done if done else 0.0
         if deadline is not None and time.perf_counter() + pace >= deadline:
             break  # the next round would end after the deadline
         done += 1
         sequences = [list(seq) for seq in best.queues]
-        for _ in range(KICK_SIZE):
-            source = [g for g in usable if sequences[g]]
-            a = source[int(rng.integers(len(source)))]
-            group = sequences[a].pop(int(rng.integers(len(sequences[a]))))
+        tight = round_index % 2 == 0
+        if tight:  # the groups closest to their SLO, moved near the head of a random queue
+            estimate = replay(problem, best)["estimate"]
+            slack = np.array([problem.groups[i].slo_s - estimate[i] for i in range(problem.num_groups)])
+            candidates = np.argsort(slack, kind="stable")[:TIGHT_CANDIDATES]
+            movers = [int(i) for i in rng.choice(candidates, size=min(KICK_SIZE, len(candidates)), replace=False)]
+        for k in range(KICK_SIZE if not tight else len(movers)):
+            if tight:
+                group = movers[k]
+                for seq in sequences:
+                    if group in seq:
+                        seq.remove(group)
+                        break
+            else:
+                source = [g for g in usable if sequences[g]]
+                a = source[int(rng.integers(len(source)))]
+                group = sequences[a].pop(int(rng.integers(len(sequences[a]))))
             fits = [g for g in usable if np.isfinite(problem.work_s[problem.queues[g].type_index, group])]
             b = fits[int(rng.integers(len(fits)))]
-            sequences[b].insert(int(rng.integers(len(sequences[b]) + 1)), group)
+            last = min(len(sequences[b]), TIGHT_FRONT) if tight else len(sequences[b])
+            sequences[b].insert(int(rng.integers(last + 1)), group)
         candidate = improve_plan(problem, QueueAssignment.of(problem, sequences, "kick"), max_passes=KICK_PASSES)
         report = validate_assignment(problem, candidate)
         if report.feasible and report.objective < best_value - 1e-9:
