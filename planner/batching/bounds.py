@@ -17,6 +17,10 @@ Facts used, valid for every schedule of §3.3 (with or without evictions, any co
   ⌈Σ O / R_max⌉, clique)`` where ``K_i = Σ_t (I_i+t−1)`` (KVs held at token batches, ≤ M per
   batch) and *clique* = for any request i0, its O_{i0} tokens plus every token of another request
   whose KV exceeds ``max(M − I_{i0}, M/2)`` pairwise cannot share a batch (their KVs sum above M).
+  *Ramp-up* (`ramp_up_batches`): in the j-th non-empty batch a request's token is at most its j-th,
+  so the KVs of the tokens of batch j sum to at most ``cap_j = min(M, Σ_i min(I_i+O_i−1, I_i+j−1))``;
+  the N batches must hold every token's KV, ``Σ_{j≤N} cap_j ≥ Σ_i K_i``.  It beats ⌈ΣK/M⌉ when
+  the prompts do not fill M (the first batches cannot).
   Batches with a prefill ``≥ max(1, ⌈ΣI/P⌉, ⌈ΣI/M⌉, #{i : I_i > M/2})``: every first token
   completes a prefill and leaves I_i KVs, so the prompts completed in one batch sum to ≤ M (two
   above M/2 never complete together).  Every non-empty batch pays b_o and
@@ -82,13 +86,30 @@ def memory_cliques(problem: BatchingProblem) -> list[tuple[int, tuple[int, ...]]
     return out
 
 
+def ramp_up_batches(problem: BatchingProblem) -> int:
+    """Least N with ``Σ_{j=1..N} min(M, Σ_i min(I_i+O_i−1, I_i+j−1)) ≥ Σ_i K_i`` (module docstring,
+    *Ramp-up*).  Once cap_j reaches M (or every request its last KV) the rest is counted in closed form."""
+    I, O = problem.inputs.astype(np.int64), problem.outputs.astype(np.int64)
+    U = I + O - 1
+    M = int(problem.M)
+    need = int(kv_at_tokens(problem).sum())
+    held, j = 0, 0
+    while held < need:
+        j += 1
+        cap = min(M, int(np.minimum(U, I + j - 1).sum()))
+        if cap == M or j >= int(O.max()):
+            return j - 1 + math.ceil((need - held) / cap)
+        held += cap
+    return j
+
+
 def min_batches(problem: BatchingProblem) -> int:
     """Fewest non-empty batches of any schedule (module docstring, *Batch counts*)."""
     I, O = problem.inputs, problem.outputs
     U = I + O - 1
     M = problem.M
     counts = [int(O.max()), math.ceil(float(U.sum()) / problem.C), math.ceil(float(kv_at_tokens(problem).sum()) / M),
-              math.ceil(float(O.sum()) / problem.running_limit)]
+              math.ceil(float(O.sum()) / problem.running_limit), ramp_up_batches(problem)]
     for i0 in range(problem.n):
         threshold = math.floor(max(M - I[i0], M / 2))
         big = np.maximum(0, U - np.maximum(threshold, I - 1))  # tokens of i with KV > threshold

@@ -7,14 +7,26 @@ import time
 import numpy as np
 
 from planner.batching.bounds import latency_lower_bound, ttft_lower_bound
-from planner.batching.formulation import (batch_count_bound, time_unit, build_model, compress_schedule, extract_schedule,
-                                          warm_start_vector)
-from planner.batching.flow_formulation import (applicable as paths_applicable, build_flow_model,
-                                               extract_flow_schedule, flow_warm_start, normalize_schedule)
+from planner.batching.flow_formulation import applicable as paths_applicable
+from planner.batching.flow_formulation import (
+    build_flow_model,
+    extract_flow_schedule,
+    flow_warm_start,
+    normalize_schedule,
+)
+from planner.batching.formulation import (
+    batch_count_bound,
+    build_model,
+    compress_schedule,
+    extract_schedule,
+    time_unit,
+    warm_start_vector,
+)
+from planner.batching.orderings import best_ordered_schedule
 from planner.batching.problem import BatchingProblem
-from planner.batching.staggered import best_staggered, single_prefill_batch_impossible
-from planner.batching.scheduler import PRESETS, SchedulerConfig, simulate, summary_metrics
 from planner.batching.schedule import Schedule
+from planner.batching.scheduler import PRESETS, SchedulerConfig, simulate, summary_metrics
+from planner.batching.staggered import best_staggered, single_prefill_batch_impossible
 from planner.batching.validator import validate_schedule
 from planner.core.result import Result
 from planner.errors import InfeasibleError, PlannerError
@@ -107,21 +119,30 @@ def heuristic_results(problem: BatchingProblem, objective: str = "latency") -> d
 MAX_MIP_CELLS = 6_000
 
 
-def _mip_too_large(problem: BatchingProblem, objective: str, solver: str, valid: dict[str, Result], batches: int,
-                   max_cells: int, seconds: float) -> Result:
-    """Best preset schedule + combinatorial bound when the MIP grid is too large to build."""
+def _mip_too_large(problem: BatchingProblem, objective: str, solver: str,
+                   candidates: dict[str, tuple[Schedule, float]], batches: int, max_cells: int,
+                   seconds: float) -> Result:
+    """Best candidate schedule (presets, lazy staggered, order search) + combinatorial bound when the
+    MIP grid is too large to build; the schedule is re-checked by the validator."""
     method = "mip" if objective == "latency" else "mip-ttft"
     comb = lower_bound(problem, objective)
     message = (f"MIP not built: {problem.n} requests × J={batches} batches = {problem.n * batches} cells "
-               f"> {max_cells}; reporting the best preset schedule and the combinatorial lower bound")
-    if not valid:
+               f"> {max_cells}; reporting the best heuristic schedule and the combinatorial lower bound")
+    if not candidates:
         return Result(FAMILY, method, solver, SolveStatus.NO_SOLUTION, None, comb, seconds, None,
                       message=message, bound_source="combinatorial lower bound", stats={"J": batches})
-    name, best = min(valid.items(), key=lambda kv: kv[1].objective)
-    status = SolveStatus.OPTIMAL if best.objective <= comb * (1 + 1e-9) else SolveStatus.FEASIBLE
-    return Result(FAMILY, method, solver, status, best.objective, comb, seconds, best.solution,
-                  message=f"{message} ({name})", validation=best.validation,
-                  bound_source="combinatorial lower bound", stats={"J": batches, "best_preset": name})
+    name, (schedule, _) = min(candidates.items(), key=lambda kv: kv[1][1])
+    report = validate_schedule(problem, schedule, objective)
+    if not report.feasible:
+        return Result(FAMILY, method, solver, SolveStatus.ERROR, None, comb, seconds, None,
+                      message=f"{message}; the {name} schedule failed validation: {report.summary()}",
+                      bound_source="combinatorial lower bound", stats={"J": batches})
+    schedule = _finish_metrics(problem, schedule, report)
+    status = SolveStatus.OPTIMAL if report.objective <= comb * (1 + 1e-9) else SolveStatus.FEASIBLE
+    return Result(FAMILY, method, solver, status, report.objective, comb, seconds, schedule,
+                  message=f"{message} ({name})", validation=report,
+                  bound_source="combinatorial lower bound", stats={"J": batches, "best_heuristic": name,
+                                                                   "warm_start": name, "combinatorial_bound": comb})
 
 
 def solve_batching(
@@ -140,19 +161,22 @@ def solve_batching(
     max_cells: int = MAX_MIP_CELLS,
     formulation: str = "auto",
     lazy_heuristic: bool = True,
+    order_search: bool = True,
     stop_at_bound: bool = True,
 ) -> Result:
     """The §3.3 MIP: J from the heuristics (or ``batches``), warm start from the best heuristic,
     optional goal constraint ``latency ≤ goal_factor × latency(goal_scheduler)``; ``cuts`` picks the
     valid inequalities (`formulation.build_model`).  Instances with more than ``max_cells``
-    request × batch cells (about 100 rows each) are not built: the best preset and the combinatorial
-    lower bound are returned instead, with a message saying so.
+    request × batch cells (about 100 rows each) are not built: the best heuristic schedule (presets,
+    order search, lazy staggered) and the combinatorial lower bound are returned instead, with a
+    message saying so.
 
     ``formulation``: ``paths`` = the per-request path model (`flow_formulation`, offline latency only,
     when its dominance conditions hold), ``bigm`` = the §3.3 model of `formulation`, ``auto`` = paths
     where applicable, else bigm.  ``lazy_heuristic`` adds the lazy staggered schedule of `staggered`
-    to the warm-start candidates (offline latency).  ``stop_at_bound``: when a candidate already
-    meets the combinatorial lower bound it is optimal and the MIP is not run (``stats["proof"]``
+    to the warm-start candidates (offline latency), ``order_search`` the best request order of the
+    presets (`orderings.best_ordered_schedule`, offline latency; it runs first, and its latency caps
+    the lazy search's batch count).  ``stop_at_bound``: when a candidate already meets the combinatorial lower bound it is optimal and the MIP is not run (``stats["proof"]``
     says which bound proved optimality)."""
     if objective not in OBJECTIVES:
         raise PlannerError(f"unknown objective {objective!r} (expected latency or ttft)")
@@ -168,11 +192,22 @@ def solve_batching(
         raise PlannerError(f"the paths formulation does not apply to this instance: {why_not}")
     use_paths = use_paths and formulation != "bigm"
     candidates = {name: (r.solution, float(r.objective)) for name, r in valid.items()}
-    if lazy_heuristic and objective == "latency" and not problem.online and goal_scheduler is None:
-        lazy = best_staggered(problem, threads=threads)
+    comb = lower_bound(problem, objective)
+
+    def bound_met() -> bool:
+        return bool(candidates) and min(value for _, value in candidates.values()) <= comb * (1 + 1e-9)
+
+    offline_latency = objective == "latency" and not problem.online and goal_scheduler is None
+    if order_search and offline_latency and not bound_met():
+        ordered = best_ordered_schedule(problem)
+        if ordered is not None:
+            candidates[ordered[0]] = (ordered[1], ordered[2])
+    if lazy_heuristic and offline_latency and not bound_met():
+        # lazy plans with more batches than the incumbent allows cannot beat it
+        cap = batch_count_bound(problem, min(value for _, value in candidates.values())) if candidates else None
+        lazy = best_staggered(problem, threads=threads, max_batches=cap)
         if lazy is not None:
             candidates["lazy-staggered"] = lazy
-    comb = lower_bound(problem, objective)
     if stop_at_bound and candidates and goal_scheduler is None:
         name, (schedule, value) = min(candidates.items(), key=lambda kv: kv[1][1])
         if value <= comb * (1 + 1e-9):
@@ -196,7 +231,7 @@ def solve_batching(
         batches = batch_count_bound(problem, best_latency)
         batches = max(batches, min(compress_schedule(sched).num_batches for sched, _ in candidates.values()))
     if problem.n * batches > max_cells:
-        return _mip_too_large(problem, objective, solver, valid, batches, max_cells, time.perf_counter() - t0)
+        return _mip_too_large(problem, objective, solver, candidates, batches, max_cells, time.perf_counter() - t0)
     goal = None
     if goal_scheduler is not None:
         base = heur.get(goal_scheduler) or run_scheduler(problem, goal_scheduler, "latency")

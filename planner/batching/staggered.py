@@ -119,12 +119,13 @@ MAX_FREE_START_REQUESTS = 10
 
 
 def best_staggered(problem: BatchingProblem, extra: int = 6, extra_free: int = 2,
-                   threads: int | None = None) -> tuple[Schedule, float] | None:
+                   threads: int | None = None, max_batches: int | None = None) -> tuple[Schedule, float] | None:
     """Cheapest valid lazy schedule, with its latency (the validator's replay), or None: start-together
     plans for N = N_min … N_min+extra, then (n ≤ `MAX_FREE_START_REQUESTS`) free starts for
     N = N_min … N_min+extra_free (fewer batches than the best so far only).  Stops at the combinatorial lower bound.  Deterministic: the
     plan MIPs stop at a node limit (their 30 s time limit is a safety net only).  ``threads`` must be the
-    main MIP's: HiGHS fixes its thread count once per process."""
+    main MIP's: HiGHS fixes its thread count once per process.  ``max_batches`` caps N (the caller's
+    `formulation.batch_count_bound` of a known incumbent: more batches cannot beat it)."""
     if problem.online:
         return None
     best = None
@@ -132,6 +133,8 @@ def best_staggered(problem: BatchingProblem, extra: int = 6, extra_free: int = 2
     start = max(min_batches(problem), int(problem.outputs.max()))
     phases = [(True, start + extra)] + ([(False, start + extra_free)] if problem.n <= MAX_FREE_START_REQUESTS else [])
     for together, last in phases:
+        if max_batches is not None:
+            last = min(last, max_batches)
         for N in range(start, last + 1):
             if best is not None and N >= best[0].num_batches + (0 if together else 1):
                 break
