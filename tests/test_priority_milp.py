@@ -122,11 +122,37 @@ def test_cli_compare_takes_the_exact_method(monkeypatch, capsys):
     assert code == 2 and "unknown --exact-method" in err and "Traceback" not in err
 
 
-def test_auto_uses_the_hybrid_only_for_large_batched_instances():
-    from planner.priority.solve import MILP_MIN_JOBS, best_heuristic_plan, prove_optimum
+def test_auto_runs_the_branch_and_bound_and_hybrid_runs_the_milp():
+    from planner.errors import PlannerError
+    from planner.priority.solve import best_heuristic_plan, prove_optimum
 
     small = generate_priority_problem(8, 2, 1, slo_spread=0.5)
-    assert prove_optimum(small, best_heuristic_plan(small), time_limit=30.0)[1] == "branch-and-bound"
-    large = generate_priority_problem(MILP_MIN_JOBS, 2, 1, slo_spread=0.5)
-    outcome, name = prove_optimum(large, best_heuristic_plan(large), time_limit=1.0)
+    assert prove_optimum(small, best_heuristic_plan(small), time_limit=30.0)[1] == "branch-and-bound"  # small: no bound needed
+    large = generate_priority_problem(25, 2, 1, slo_spread=0.5)
+    outcome, name = prove_optimum(large, best_heuristic_plan(large), time_limit=1.0, method="hybrid")
     assert "MILP" in name and outcome.bound_g >= outcome.plan.g * (1 - 1e-12)
+    with pytest.raises(PlannerError, match="time limit"):
+        prove_optimum(small, best_heuristic_plan(small), method="hybrid")
+
+
+def test_slo_rows_forbid_counting_a_missed_slo():
+    # a plan vector that claims the SLO of a job that misses it must violate a row of the model
+    claimed = 0
+    for seed in range(20):
+        problem = generate_priority_problem(8, 2, seed, slo_spread=0.5)
+        plan = fcfs(problem)
+        model, layout = build_parametric_model(problem, plan.g)
+        values = warm_start_vector(problem, model, layout, plan)
+        index = {arc: a for a, arc in enumerate(layout.arcs)}
+        position = 0
+        for size in plan.sizes:
+            a = index[(position, size)]
+            for i in plan.order[position:position + size]:
+                column = layout.success.col(i, a)
+                if values[column] < 0.5 and model.col_upper[column] > 0.5:  # missed, though possible at this arc
+                    wrong = values.copy()
+                    wrong[column] = 1.0
+                    assert model.max_violation(wrong) > 1e-6
+                    claimed += 1
+            position += size
+    assert claimed > 0

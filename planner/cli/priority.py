@@ -32,11 +32,11 @@ if TYPE_CHECKING:
 #: ``planner.priority.solve.METHODS`` and ``EXACT_METHODS``, spelled out so that building the CLI does not
 #: import the priority package (tests/test_cli.py checks they agree).
 METHODS = ("exact", "sa", "exhaustive", "fcfs", "spf", "edf")
-EXACT_METHODS = ("auto", "bnb", "milp")
+EXACT_METHODS = ("auto", "bnb", "milp", "hybrid")
 
 ExactMethodOption = Annotated[str, typer.Option(
-    "--exact-method", help=f"the exact method: one of {', '.join(EXACT_METHODS)} (auto: subset DP, branch-and-bound, "
-                           "or branch-and-bound + Dinkelbach MILP by instance size)")]
+    "--exact-method", help=f"the exact method: one of {', '.join(EXACT_METHODS)} (auto: the subset DP at b_max = 1 "
+                           "and N ≤ 20, else the branch-and-bound; hybrid: branch-and-bound then Dinkelbach MILP)")]
 
 
 def _check_exact_method(exact_method: str) -> None:

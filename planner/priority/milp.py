@@ -19,8 +19,13 @@ because the N − s − b jobs after batch a each wait W[a] (Eq. 11) and every j
 execution time (Eq. 4).  Unused batches have W = 0 at the optimum of every λ ≥ 0 (W only hurts).
 No symmetry breaking on the order of batches is imposed: with SLO indicators neither a size order
 nor a shortest-first order between batches is optimal in general (Fig. 3 of the paper is a
-counter-example to shortest-first), so none is assumed.  Measured (benchmarks/priority_scaling.py):
-at N = 30 HiGHS explores 0–3 nodes within 60 s (mostly root work), so there it gives bounds, not proofs.
+counter-example to shortest-first), so none is assumed.  The start times are a running sum
+``S[s] = S[s−1] + Σ_{a ending at s} W[a]`` (`define_start_times`), so each SLO row has 2–5 entries;
+at N = 30 (seed 0) the matrix has 15,460 nonzeros at b_max = 2 and 29,014 at b_max = 4, against
+63,980 and 198,500 when every SLO row summed the earlier arcs' W.  At N = 30 HiGHS still explores
+only a few nodes within 60 s (root LP bound 2.28 jobs, 1.85 after cuts), so there it gives bounds,
+not proofs; the branch-and-bound with the Lagrangian bound (`planner.priority.lagrangian`) ends with
+smaller gaps and is what ``--exact-method auto`` runs; this model is ``milp`` / ``hybrid``.
 """
 
 from __future__ import annotations
@@ -43,6 +48,12 @@ PROOF_TOLERANCE = 1e-6
 BOUND_SHARE = 0.15
 """Share of the time limit kept for the lower bound on t when the parametric MILPs stop unproven."""
 
+HEURISTIC_EFFORT = 0.0
+"""HiGHS primal-heuristic effort in both MILPs.  The incumbent comes from outside (local search and
+the branch-and-bound, passed as a MIP start), and at N = 30 the MILP rounds never improved it, while
+HiGHS's default effort spent ~60 % of a 40 s round in sub-MIPs at the root (measured on the
+N = 30, b_max = 2 benchmark instance, seed 0); off, the same time goes to cuts and nodes (bound)."""
+
 
 @dataclass(frozen=True)
 class MilpLayout:
@@ -52,6 +63,7 @@ class MilpLayout:
     used: VarBlock  # y[a]
     member: VarBlock  # x[i, a]
     duration: VarBlock  # W[a], seconds
+    start: VarBlock  # S[s], seconds: start time of (the batch holding) position s
     success: VarBlock | None  # z[i, a]; None in the t-only model
 
 
@@ -134,15 +146,31 @@ def define_batch_duration(builder: ModelBuilder, layout: MilpLayout, exec_s: np.
                             lower=0.0, label=lambda k: f"batch {layout.arcs[k]}")
 
 
-def define_start_lower_bound(builder: ModelBuilder, layout: MilpLayout, start_bounds: np.ndarray, jobs: int) -> None:
-    """If a batch starts at position s, the s jobs before it took at least L[s]:
-    ``S_s ≥ L[s]·Σ_{a=(s,·)} y[a]`` for 0 < s < N."""
+def define_start_times(builder: ModelBuilder, layout: MilpLayout, jobs: int) -> None:
+    """Start time of position s (of the batch holding it) as a running sum:
+    ``S[s] = S[s−1] + Σ_{a=(s',b'): s'+b' = s} W[a]`` for 0 < s < N, and S[0] = 0 (column bound).
+    Equivalent to ``S_s = Σ_{a: s'+b' ≤ s} W[a]`` but with O(b_max) entries per row instead of one
+    per earlier arc, which keeps the SLO rows below at two or three entries each."""
     rows, cols, vals = [], [], []
     for position in range(1, jobs):
+        rows += [position - 1, position - 1]
+        cols += [layout.start.col(position), layout.start.col(position - 1)]
+        vals += [1.0, -1.0]
+    for a, (start, size) in enumerate(layout.arcs):
+        if start + size < jobs:
+            rows.append(start + size - 1), cols.append(layout.duration.col(a)), vals.append(-1.0)
+    builder.add_constraints("start_time_chain", jobs - 1, np.array(rows), np.array(cols), np.array(vals), lower=0.0,
+                            upper=0.0, label=lambda r: f"position {r + 1}")
+
+
+def define_start_lower_bound(builder: ModelBuilder, layout: MilpLayout, start_bounds: np.ndarray, jobs: int) -> None:
+    """If a batch starts at position s, the s jobs before it took at least L[s]:
+    ``S[s] ≥ L[s]·Σ_{a=(s,·)} y[a]`` for 0 < s < N."""
+    rows, cols, vals = [], [], []
+    for position in range(1, jobs):
+        rows.append(position - 1), cols.append(layout.start.col(position)), vals.append(1.0)
         for a, (start, size) in enumerate(layout.arcs):
-            if start + size <= position:
-                rows.append(position - 1), cols.append(layout.duration.col(a)), vals.append(1.0)
-            elif start == position:
+            if start == position:
                 rows.append(position - 1), cols.append(layout.used.col(a)), vals.append(-start_bounds[position])
     builder.add_constraints("start_lower_bound", jobs - 1, np.array(rows), np.array(cols), np.array(vals), lower=0.0,
                             label=lambda r: f"position {r + 1}")
@@ -150,29 +178,38 @@ def define_start_lower_bound(builder: ModelBuilder, layout: MilpLayout, start_bo
 
 def define_slo_indicators(builder: ModelBuilder, layout: MilpLayout, slack_s: np.ndarray,
                           start_upper_s: np.ndarray) -> None:
-    """Eqs. 6–9: ``z[i,a] ≤ x[i,a]`` and ``S_s − slack_i(b) ≤ M·(1 − z[i,a])`` with
-    ``M = S̄_s − slack_i(b)`` (S̄_s: the s longest executions in a row).  z is fixed to 0 (column
-    bound) where the SLO can never be met (TPOT fails at b, or slack below L[s]); rows whose M ≤ 0
-    are dropped (the SLO always holds there)."""
+    """Eqs. 6–9: ``z[i,a] ≤ x[i,a]``, and per job i and start position s one deadline row over the
+    arcs a = (s, b) leaving s: ``S[s] + Σ_b M_ib·z[i,(s,b)] ≤ S̄_s`` with ``M_ib = max(0, S̄_s − slack_i(b))``
+    (S̄_s: the s longest executions in a row, an upper bound on S[s]).  With z[i,(s,b)] = 1 (at most
+    one of them: job i is in one batch) the row reads S[s] ≤ slack_i(b); with all zero, S[s] ≤ S̄_s.
+    One row per (i, s) implies the per-arc big-M rows and is tighter.  z is fixed to 0 (column
+    bound) where the SLO can never be met (TPOT fails at b, or slack below L[s]); rows whose
+    coefficients are all 0 are dropped (the SLO always holds there)."""
     jobs = slack_s.shape[0]
     arcs = len(layout.arcs)
     builder.add_constraints("success_in_batch", jobs * arcs, np.tile(np.arange(jobs * arcs), 2),
                             np.concatenate([layout.success.columns, layout.member.columns]),
                             np.concatenate([np.ones(jobs * arcs), -np.ones(jobs * arcs)]), upper=0.0,
                             label=lambda k: f"job {k // arcs}, batch {layout.arcs[k % arcs]}")
+    leaving: dict[int, list[int]] = {}
+    for a, (start, _) in enumerate(layout.arcs):
+        leaving.setdefault(start, []).append(a)
     rows, cols, vals, upper, labels = [], [], [], [], []
-    for a, (start, size) in enumerate(layout.arcs):
-        before = [layout.duration.col(a2) for a2, (s2, b2) in enumerate(layout.arcs) if s2 + b2 <= start]
+    for start in range(1, jobs):
         for i in range(jobs):
-            big_m = start_upper_s[start] - slack_s[i, size - 1]
-            if not math.isfinite(big_m) or big_m <= 0:
+            entries = []
+            for a in leaving.get(start, []):
+                big_m = start_upper_s[start] - slack_s[i, layout.arcs[a][1] - 1]
+                if math.isfinite(big_m) and big_m > 0:
+                    entries.append((layout.success.col(i, a), big_m))
+            if not entries:
                 continue
             r = len(upper)
-            rows += [r] * (len(before) + 1)
-            cols += before + [layout.success.col(i, a)]
-            vals += [1.0] * len(before) + [big_m]
-            upper.append(slack_s[i, size - 1] + big_m)
-            labels.append(f"job {i}, batch {(start, size)}")
+            rows += [r] * (len(entries) + 1)
+            cols += [layout.start.col(start)] + [c for c, _ in entries]
+            vals += [1.0] + [m for _, m in entries]
+            upper.append(start_upper_s[start])
+            labels.append(f"job {i}, position {start}")
     builder.add_constraints("slo_deadline", len(upper), np.array(rows, dtype=np.int64), np.array(cols, dtype=np.int64),
                             np.array(vals), upper=np.array(upper), label=lambda r: labels[r])
 
@@ -213,11 +250,13 @@ def build_parametric_model(problem: PriorityProblem, ratio: float, count_slos: b
                                      cost=np.array([-ratio * (jobs - s - b) for (s, b) in arcs]))
     success = (builder.add_variables("success", (jobs, len(arcs)), lower=0.0, upper=possible, integer=True, cost=1.0)
                if count_slos else None)
-    layout = MilpLayout(arcs=arcs, used=used, member=member, duration=duration, success=success)
+    start = builder.add_variables("start", jobs, lower=0.0, upper=np.concatenate(([0.0], start_upper[1:jobs])))
+    layout = MilpLayout(arcs=arcs, used=used, member=member, duration=duration, start=start, success=success)
     define_path_flow(builder, layout, jobs)
     define_batch_fill(builder, layout, jobs)
     define_assignment(builder, layout, jobs)
     define_batch_duration(builder, layout, exec_s)
+    define_start_times(builder, layout, jobs)
     define_start_lower_bound(builder, layout, start_bounds, jobs)
     if count_slos:
         define_slo_indicators(builder, layout, slack_s, start_upper)
@@ -232,9 +271,11 @@ def warm_start_vector(problem: PriorityProblem, model: LinearModel, layout: Milp
     slack = problem.tables.slack_ms + SUCCESS_TOLERANCE_MS
     index = {arc: a for a, arc in enumerate(layout.arcs)}
     values = np.zeros(model.num_cols)
-    position, wait_ms = 0, 0.0
+    position, wait_ms, start_s = 0, 0.0, 0.0
     for size in plan.sizes:
         a = index[(position, size)]
+        for p in range(position, position + size):
+            values[layout.start.col(p)] = start_s
         values[layout.used.col(a)] = 1.0
         batch = plan.order[position:position + size]
         for i in batch:
@@ -243,6 +284,7 @@ def warm_start_vector(problem: PriorityProblem, model: LinearModel, layout: Milp
                 values[layout.success.col(i, a)] = 1.0
         longest = max(exec_s[i, size - 1] for i in batch)
         values[layout.duration.col(a)] = longest
+        start_s += longest
         wait_ms += max(problem.tables.exec_ms[i, size - 1] for i in batch)
         position += size
     return values
@@ -255,7 +297,7 @@ def total_latency_lower_bound_s(problem: PriorityProblem, time_limit: float | No
     if time_limit is not None and time_limit <= 0.05:
         return simple
     model, _ = build_parametric_model(problem, 1.0, count_slos=False)
-    outcome = solve(model, "highs", SolveOptions(time_limit=time_limit, threads=threads))
+    outcome = solve(model, "highs", SolveOptions(time_limit=time_limit, threads=threads, heuristic_effort=HEURISTIC_EFFORT))
     if outcome.bound is None or not math.isfinite(outcome.bound):
         return simple
     return max(simple, -outcome.bound)
@@ -299,7 +341,8 @@ def solve_milp(problem: PriorityProblem, incumbent: Plan, time_limit: float | No
             break
         model, layout = build_parametric_model(problem, ratio)
         options = SolveOptions(time_limit=remaining, threads=threads, mip_rel_gap=0.0, mip_abs_gap=PROOF_TOLERANCE,
-                               warm_start=warm_start_vector(problem, model, layout, best))
+                               warm_start=warm_start_vector(problem, model, layout, best),
+                               heuristic_effort=HEURISTIC_EFFORT)
         outcome = solve(model, "highs", options)
         rounds += 1
         nodes += outcome.node_count or 0

@@ -65,7 +65,7 @@ def run_exhaustive(problem: PriorityProblem, time_limit: float | None = None) ->
 
 
 WARM_START = ("spf", "edf", "fcfs")
-EXACT_METHODS = ("auto", "bnb", "milp")
+EXACT_METHODS = ("auto", "bnb", "milp", "hybrid")
 
 
 def best_heuristic_plan(problem: PriorityProblem, seed: int = 0) -> Plan:
@@ -80,19 +80,12 @@ def best_heuristic_plan(problem: PriorityProblem, seed: int = 0) -> Plan:
     return local_search(problem, best)
 
 
-MILP_MIN_JOBS = 25
-"""The Dinkelbach MILP joins from N = MILP_MIN_JOBS at b_max ≥ 2 under a time limit: at N = 25 and 30,
-b_max = 2 and 4 with 60 s the hybrid ends with clearly smaller gaps than the branch-and-bound alone
-(benchmarks/priority_scaling.py --exact-large-only); at N = 20, b_max = 2 the branch-and-bound alone
-proved the optimum in 47 s where the hybrid did not within 60 s, so smaller instances keep it."""
-
 BNB_SHARE = 0.25
 """Share of the time limit the branch-and-bound runs first in the hybrid (it improves the incumbent)."""
 
 
-def milp_applies(problem: PriorityProblem, time_limit: float | None, node_limit: int | None) -> bool:
-    return (problem.b_max >= 2 and problem.size >= MILP_MIN_JOBS and time_limit is not None
-            and node_limit is None)
+def branch_and_bound_name(outcome: ExactOutcome) -> str:
+    return "branch-and-bound" if outcome.lagrangian is None else "branch-and-bound + Lagrangian bound"
 
 
 def prove_with_milp(problem: PriorityProblem, incumbent: Plan, time_limit: float) -> tuple[ExactOutcome, str]:
@@ -102,7 +95,7 @@ def prove_with_milp(problem: PriorityProblem, incumbent: Plan, time_limit: float
     started = time.perf_counter()
     first = solve_exact(problem, incumbent, time_limit=BNB_SHARE * time_limit)
     if first.proven:
-        return first, "branch-and-bound"
+        return first, branch_and_bound_name(first)
     second = solve_milp(problem, first.plan, time_limit=max(time_limit - (time.perf_counter() - started), 0.0))
     plan = second.plan if second.plan.g > first.plan.g else first.plan
     bound = min(first.bound_g, second.bound_g)
@@ -110,27 +103,32 @@ def prove_with_milp(problem: PriorityProblem, incumbent: Plan, time_limit: float
     outcome = ExactOutcome(plan, proven, plan.g if proven else bound, first.nodes + second.nodes,
                            time.perf_counter() - started,
                            f"branch-and-bound: {first.message or 'stopped'}; MILP: {second.message}")
-    return outcome, "branch-and-bound + Dinkelbach MILP (HiGHS)"
+    return outcome, f"{branch_and_bound_name(first)} + Dinkelbach MILP (HiGHS)"
 
 
 def prove_optimum(problem: PriorityProblem, incumbent: Plan, time_limit: float | None = None,
                   node_limit: int | None = None, method: str = "auto") -> tuple[ExactOutcome, str]:
     """(outcome, method name): the subset DP where it applies (b_max = 1, N ≤ MAX_DP_JOBS, no node
-    limit); at b_max ≥ 2, N ≥ MILP_MIN_JOBS under a time limit the branch-and-bound + Dinkelbach MILP
-    hybrid; otherwise the branch-and-bound.  ``method`` = "bnb" or "milp" forces one of the last two."""
+    limit), otherwise the branch-and-bound (at b_max ≥ 2 with the Lagrangian bound of
+    `planner.priority.lagrangian`).  ``method`` = "bnb", "milp" or "hybrid" (branch-and-bound, then
+    the Dinkelbach MILP; needs a time limit) forces one of those.  Until the Lagrangian bound, auto ran
+    the hybrid at N ≥ 25, b_max ≥ 2; with it the branch-and-bound alone ends with smaller gaps there
+    (benchmarks/priority_scaling.py, "Exact optimum at N = 30")."""
     if method not in EXACT_METHODS:
         raise PlannerError(f"unknown exact method {method!r} (known: {', '.join(EXACT_METHODS)})")
     if method == "milp":
         return solve_milp(problem, incumbent, time_limit=time_limit), "Dinkelbach MILP (HiGHS)"
+    if method == "hybrid":
+        if time_limit is None:
+            raise PlannerError("the hybrid exact method needs a time limit (--time-limit)")
+        return prove_with_milp(problem, incumbent, time_limit)
     if method == "auto" and node_limit is None and dp_applies(problem):
         try:
             return solve_sequence_dp(problem, incumbent, time_limit=time_limit), "subset DP (Dinkelbach)"
         except ImportError:  # numba missing: the branch-and-bound below is exact as well
             pass
-    if method == "auto" and milp_applies(problem, time_limit, node_limit):
-        assert time_limit is not None
-        return prove_with_milp(problem, incumbent, time_limit)
-    return solve_exact(problem, incumbent, time_limit=time_limit, node_limit=node_limit), "branch-and-bound"
+    outcome = solve_exact(problem, incumbent, time_limit=time_limit, node_limit=node_limit)
+    return outcome, branch_and_bound_name(outcome)
 
 
 def run_exact(problem: PriorityProblem, time_limit: float | None = None, seed: int = 0,
