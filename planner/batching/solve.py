@@ -115,6 +115,10 @@ def heuristic_results(problem: BatchingProblem, objective: str = "latency") -> d
     return out
 
 
+#: Time limit of the single-prefill-batch test (`staggered.single_prefill_batch_impossible`), seconds.
+SINGLE_PREFILL_TEST_SECONDS = 20.0
+#: The MIP gets at least this many seconds even when the heuristics used up the time limit.
+MIN_MIP_SECONDS = 1.0
 #: Largest request × batch grid the MIP is built for (B = 32, J = 68 is 2,176 cells and ~207k rows).
 MAX_MIP_CELLS = 6_000
 
@@ -177,7 +181,9 @@ def solve_batching(
     to the warm-start candidates (offline latency), ``order_search`` the best request order of the
     presets (`orderings.best_ordered_schedule`, offline latency; it runs first, and its latency caps
     the lazy search's batch count).  ``stop_at_bound``: when a candidate already meets the combinatorial lower bound it is optimal and the MIP is not run (``stats["proof"]``
-    says which bound proved optimality)."""
+    says which bound proved optimality).  ``time_limit`` bounds the whole call: the lazy search and
+    the single-prefill test get what is left of it, and the MIP the rest (at least
+    `MIN_MIP_SECONDS`)."""
     if objective not in OBJECTIVES:
         raise PlannerError(f"unknown objective {objective!r} (expected latency or ttft)")
     if formulation not in FORMULATIONS:
@@ -185,6 +191,11 @@ def solve_batching(
     solver = check_solver_name(solver)
     problem.check_feasible()
     t0 = time.perf_counter()
+    deadline = None if time_limit is None else t0 + time_limit
+
+    def seconds_left(cap: float) -> float:
+        return cap if deadline is None else max(min(cap, deadline - time.perf_counter()), 0.0)
+
     heur = heuristic_results(problem, objective)
     valid = {k: r for k, r in heur.items() if r.validation and r.validation.feasible}
     use_paths, why_not = paths_applicable(problem, objective)
@@ -205,7 +216,7 @@ def solve_batching(
     if lazy_heuristic and offline_latency and not bound_met():
         # lazy plans with more batches than the incumbent allows cannot beat it
         cap = batch_count_bound(problem, min(value for _, value in candidates.values())) if candidates else None
-        lazy = best_staggered(problem, threads=threads, max_batches=cap)
+        lazy = best_staggered(problem, threads=threads, max_batches=cap, deadline=deadline)
         if lazy is not None:
             candidates["lazy-staggered"] = lazy
     if stop_at_bound and candidates and goal_scheduler is None:
@@ -240,7 +251,9 @@ def solve_batching(
     if use_paths and batches < int(problem.outputs.max()):  # no path fits: the big-M model reports it
         use_paths = False
     if use_paths:
-        least_prefill = 2 if single_prefill_batch_impossible(problem, batches, threads=threads) else 1
+        impossible = single_prefill_batch_impossible(problem, batches, threads=threads,
+                                                     time_limit=seconds_left(SINGLE_PREFILL_TEST_SECONDS))
+        least_prefill = 2 if impossible else 1
         bm = build_flow_model(problem, batches, goal, least_prefill)
     else:
         bm = build_model(problem, batches, objective, goal, cuts=cuts)
@@ -261,7 +274,8 @@ def solve_batching(
                 break
             x0 = None
     build_seconds = time.perf_counter() - t0
-    out = solve(bm.model, solver, SolveOptions(time_limit=time_limit, threads=threads, seed=seed, warm_start=x0,
+    mip_limit = None if deadline is None else max(deadline - time.perf_counter(), MIN_MIP_SECONDS)
+    out = solve(bm.model, solver, SolveOptions(time_limit=mip_limit, threads=threads, seed=seed, warm_start=x0,
                                                   mip_rel_gap=1e-7, mip_abs_gap=1e-6))
     unit = time_unit(problem)
     mip_objective = out.objective / unit if out.objective is not None else None

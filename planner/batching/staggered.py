@@ -23,6 +23,8 @@ batches has a single prefill batch: the fact behind the path model's ``cut_prefi
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from planner.batching.bounds import latency_lower_bound, min_batches
@@ -80,6 +82,8 @@ def single_prefill_batch_impossible(problem: BatchingProblem, J: int, time_limit
     I, O = problem.inputs.astype(np.int64), problem.outputs.astype(np.int64)
     if int(I.sum()) > problem.M or J < int(O.max()):
         return True
+    if time_limit <= 0:  # no time to prove anything
+        return False
     options = [(i, f) for i in range(problem.n) for f in range(int(O[i]), J + 1)]
     mb = ModelBuilder(f"together-{problem.name}", "min")
     y = mb.add_binaries("y", len(options))
@@ -96,12 +100,12 @@ def single_prefill_batch_impossible(problem: BatchingProblem, J: int, time_limit
 
 
 def staggered_schedule(problem: BatchingProblem, N: int, together: bool = True,
-                       threads: int | None = None) -> Schedule | None:
+                       threads: int | None = None, time_limit: float = 30.0) -> Schedule | None:
     """The lazy schedule of `lazy_plan` (token-free batches dropped), or None."""
     I, O = problem.inputs.astype(np.int64), problem.outputs.astype(np.int64)
     if problem.online or problem.n > problem.running_limit or N < int(O.max()):
         return None
-    plan = lazy_plan(problem, N, together, threads=threads)
+    plan = lazy_plan(problem, N, together, threads=threads, time_limit=time_limit)
     if plan is None:
         return None
     start, finish = plan
@@ -114,18 +118,24 @@ def staggered_schedule(problem: BatchingProblem, N: int, together: bool = True,
     return Schedule.from_batches(batches, None, tuple(r.id for r in problem.requests))
 
 
+#: Time limit of one lazy-plan MIP (a safety net: they stop at a node limit first).
+PLAN_TIME_LIMIT = 30.0
+
 #: Free-start plans (y_{i,s,f}) grow as n·N³; beyond this many requests only start-together plans are tried.
 MAX_FREE_START_REQUESTS = 10
 
 
 def best_staggered(problem: BatchingProblem, extra: int = 6, extra_free: int = 2,
-                   threads: int | None = None, max_batches: int | None = None) -> tuple[Schedule, float] | None:
+                   threads: int | None = None, max_batches: int | None = None,
+                   deadline: float | None = None) -> tuple[Schedule, float] | None:
     """Cheapest valid lazy schedule, with its latency (the validator's replay), or None: start-together
     plans for N = N_min … N_min+extra, then (n ≤ `MAX_FREE_START_REQUESTS`) free starts for
     N = N_min … N_min+extra_free (fewer batches than the best so far only).  Stops at the combinatorial lower bound.  Deterministic: the
     plan MIPs stop at a node limit (their 30 s time limit is a safety net only).  ``threads`` must be the
     main MIP's: HiGHS fixes its thread count once per process.  ``max_batches`` caps N (the caller's
-    `formulation.batch_count_bound` of a known incumbent: more batches cannot beat it)."""
+    `formulation.batch_count_bound` of a known incumbent: more batches cannot beat it).  ``deadline``
+    (a `time.perf_counter` value, from the caller's time limit): no plan MIP starts after it and each
+    one's time limit is cut to what is left (then the result can depend on timing)."""
     if problem.online:
         return None
     best = None
@@ -138,7 +148,12 @@ def best_staggered(problem: BatchingProblem, extra: int = 6, extra_free: int = 2
         for N in range(start, last + 1):
             if best is not None and N >= best[0].num_batches + (0 if together else 1):
                 break
-            schedule = staggered_schedule(problem, N, together, threads)
+            limit = PLAN_TIME_LIMIT
+            if deadline is not None:
+                limit = min(limit, deadline - time.perf_counter())
+                if limit <= 0:
+                    return best
+            schedule = staggered_schedule(problem, N, together, threads, time_limit=limit)
             if schedule is None:
                 continue
             report = validate_schedule(problem, schedule)
