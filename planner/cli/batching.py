@@ -125,7 +125,9 @@ def solve_batching_cmd(
     instance: Path = typer.Argument(..., help="batching instance YAML"),
     objective: str = typer.Option("latency", help="latency (total) or ttft (mean time to first token)"),
     solver: SolverOption = "highs",
-    time_limit: float = typer.Option(60.0, "--time-limit", help="seconds for the whole solve (heuristics, warm starts and MIP); returns the incumbent and bound when hit"),
+    time_limit: float = typer.Option(
+        60.0, "--time-limit",
+        help="seconds for the whole solve (heuristics, warm starts and MIP); returns the incumbent and bound when hit"),
     threads: ThreadsOption = None,
     batches: int = typer.Option(None, "--batches", help="batch count J (default: derived from the best heuristic)"),
     goal_scheduler: str = typer.Option(None, "--goal-scheduler", help="add latency ≤ goal-factor × this scheduler's"),
