@@ -58,6 +58,17 @@ def _latency(problem: BatchingProblem, preset: str, order: np.ndarray) -> tuple[
     return float(result.schedule.metrics["total_latency"]), result.schedule
 
 
+def _simulate_new(problem: BatchingProblem, preset: str, order: np.ndarray,
+                  seen: set[tuple[int, ...]]) -> tuple[float, Schedule | None] | None:
+    """The preset's latency and schedule under ``order``, or None if ``order`` is in ``seen`` (then
+    nothing is simulated); the order is added to ``seen``."""
+    key = tuple(order.tolist())
+    if key in seen:
+        return None
+    seen.add(key)
+    return _latency(problem, preset, order)
+
+
 def best_ordered_schedule(problem: BatchingProblem, presets: tuple[str, ...] = SEARCH_PRESETS,
                           max_evaluations: int | None = None) -> tuple[str, Schedule, float] | None:
     """(preset name with the order, schedule in the original numbering, validated latency) of the
@@ -77,40 +88,35 @@ def best_ordered_schedule(problem: BatchingProblem, presets: tuple[str, ...] = S
     per_preset = max(1, max_evaluations // max(1, len(presets)))
     best: tuple[float, str, np.ndarray, Schedule] | None = None
     for preset in presets:
-        used = 0
-        seen: set[tuple[int, ...]] = set()
+        seen: set[tuple[int, ...]] = set()  # orders simulated for this preset (their count is the budget used)
         current = None
         for order in starts:
-            key = tuple(order.tolist())
-            if key in seen:
+            outcome = _simulate_new(problem, preset, order, seen)
+            if outcome is None:
                 continue
-            seen.add(key)
-            value, schedule = _latency(problem, preset, order)
-            used += 1
+            value, schedule = outcome
             if schedule is not None and (current is None or value < current[0]):
                 current = (value, order, schedule)
         if current is None:
             continue
         improved = True
-        while improved and used < per_preset:
+        while improved and len(seen) < per_preset:
             improved = False
             for a in range(n - 1):
                 for b in range(a + 1, n):
-                    if used >= per_preset:
+                    if len(seen) >= per_preset:
                         break
                     order = current[1].copy()
                     order[a], order[b] = order[b], order[a]
-                    key = tuple(order.tolist())
-                    if key in seen:
+                    outcome = _simulate_new(problem, preset, order, seen)
+                    if outcome is None:
                         continue
-                    seen.add(key)
-                    value, schedule = _latency(problem, preset, order)
-                    used += 1
+                    value, schedule = outcome
                     if schedule is not None and value < current[0] * (1 - 1e-12):
                         current = (value, order, schedule)
                         improved = True
                         break
-                if improved or used >= per_preset:
+                if improved or len(seen) >= per_preset:
                     break
         if best is None or current[0] < best[0]:
             best = (current[0], f"{preset} (order {'-'.join(str(int(i)) for i in current[1])})", current[1],
