@@ -54,7 +54,8 @@ def main() -> None:
              f"the presets, the lazy staggered schedule (`planner.batching.staggered`) and the request-order search over the "
              f"presets (`planner.batching.orderings`).  *build s* = presets + lazy heuristic + order search + model build; "
              f"*best preset* = the best Table 1 preset in index order (before the order search); *total s* = wall time of `solve_batching`; *comb. bound* = `bounds.latency_lower_bound`; "
-             f"*bound* = max(MIP bound, comb. bound).",
+             f"*bound* = max(MIP bound, comb. bound, single-prefill-batch cut bound `bounds.prefill_cut_bound` when that test "
+             f"is proven).",
              "", "| B | seed | model | J | columns | rows | build s | solve s | total s | nodes | status | proof | objective (s) "
              "| bound (s) | comb. bound (s) | gap | best preset (s) |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]

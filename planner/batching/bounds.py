@@ -25,6 +25,10 @@ Facts used, valid for every schedule of §3.3 (with or without evictions, any co
   completes a prefill and leaves I_i KVs, so the prompts completed in one batch sum to ≤ M (two
   above M/2 never complete together).  Every non-empty batch pays b_o and
   b_p or b_d, so the biases cost at least ``b_o·N + b_p·P_min + min(b_p, b_d)·(N − P_min)``.
+  A caller that has proven more prefill batches for the schedules it cares about (``least``, e.g. the
+  single-prefill-batch test of `staggered.single_prefill_batch_impossible` for schedules of ≤ J
+  batches) passes ``least_prefill_batches`` and P_min becomes ``max(P_min, least)`` (`solve` turns
+  it into a global bound with `prefill_cut_bound`).
 * **Online:** request i alone still needs its work and O_i batches after arriving.
 
 Mean TTFT ≥ mean over i of (one batch holding request i's whole prefill at minimum cost).
@@ -125,26 +129,40 @@ def min_prefill_batches(problem: BatchingProblem) -> int:
                int(np.count_nonzero(2 * I > problem.M)))
 
 
-def bias_lower_bound(problem: BatchingProblem) -> float:
-    """Least total of the per-batch biases (per-layer ms)."""
+def bias_lower_bound(problem: BatchingProblem, least_prefill_batches: int = 1) -> float:
+    """Least total of the per-batch biases (per-layer ms); ``least_prefill_batches``: see the module
+    docstring (valid only for the schedules for which the caller proved it)."""
     cm = problem.cost
-    P_min = min_prefill_batches(problem)
+    P_min = max(min_prefill_batches(problem), least_prefill_batches)
     N = max(min_batches(problem), P_min)
     return cm.b_o * N + cm.b_p * P_min + min(cm.b_p, cm.b_d) * (N - P_min)
 
 
-def latency_lower_bound(problem: BatchingProblem, include_biases: bool = True) -> float:
+def latency_lower_bound(problem: BatchingProblem, include_biases: bool = True, least_prefill_batches: int = 1) -> float:
     """See the module docstring; ``include_biases=False`` leaves out every per-batch bias and the
-    online term (used to bound the batch count, `formulation.batch_count_bound`)."""
+    online term (used to bound the batch count, `formulation.batch_count_bound`);
+    ``least_prefill_batches`` as in `bias_lower_bound`."""
     cm = problem.cost
     work = request_work_bounds(problem)
-    ms = float(work.sum()) + (bias_lower_bound(problem) if include_biases else 0.0)
+    ms = float(work.sum()) + (bias_lower_bound(problem, least_prefill_batches) if include_biases else 0.0)
     bound = ms * cm.scale
     if problem.online and include_biases:
         O = problem.outputs.astype(float)
         single = problem.arrivals + cm.scale * (work + cm.b_o * O + cm.b_p + min(cm.b_p, cm.b_d) * (O - 1))
         bound = max(bound, float(single.max()))
     return float(bound)
+
+
+def prefill_cut_bound(problem: BatchingProblem, incumbent_latency: float, least_prefill_batches: int) -> float:
+    """Global latency bound when every schedule of ≤ J non-empty batches is proven to have at least
+    ``least_prefill_batches`` prefill batches, J ≥ `formulation.batch_count_bound` of the incumbent.
+
+    Any schedule S either has N ≤ J batches, so latency(S) ≥ `latency_lower_bound` with that many
+    prefill batches, or N > J ≥ batch_count_bound(incumbent), so latency(S) ≥ the incumbent's (the
+    batch-count bound is the largest N whose bias + work bound stays ≤ the incumbent, up to round-off
+    of 1e-9 batch).  Hence OPT ≥ min(incumbent, latency_lower_bound(least_prefill_batches))."""
+    cut = latency_lower_bound(problem, least_prefill_batches=least_prefill_batches)
+    return float(min(cut, incumbent_latency))
 
 
 def ttft_lower_bound(problem: BatchingProblem) -> float:

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from planner.batching.bounds import latency_lower_bound, ttft_lower_bound
+from planner.batching.bounds import latency_lower_bound, prefill_cut_bound, ttft_lower_bound
 from planner.batching.flow_formulation import applicable as paths_applicable
 from planner.batching.flow_formulation import (
     build_flow_model,
@@ -183,7 +183,8 @@ def solve_batching(
     the lazy search's batch count).  ``stop_at_bound``: when a candidate already meets the combinatorial lower bound it is optimal and the MIP is not run (``stats["proof"]``
     says which bound proved optimality).  ``time_limit`` bounds the whole call: the lazy search and
     the single-prefill test get what is left of it, and the MIP the rest (at least
-    `MIN_MIP_SECONDS`)."""
+    `MIN_MIP_SECONDS`).  When the single-prefill-batch test proves that no schedule of ≤ J batches has
+    one prefill batch, the reported bound also uses `bounds.prefill_cut_bound` (``stats["prefill_cut_bound"]``)."""
     if objective not in OBJECTIVES:
         raise PlannerError(f"unknown objective {objective!r} (expected latency or ttft)")
     if formulation not in FORMULATIONS:
@@ -248,12 +249,16 @@ def solve_batching(
         base = heur.get(goal_scheduler) or run_scheduler(problem, goal_scheduler, "latency")
         goal = goal_factor * float(base.solution.metrics["total_latency"])
     least_prefill = 1
+    cut_bound = None  # global bound from the single-prefill-batch test (`bounds.prefill_cut_bound`)
     if use_paths and batches < int(problem.outputs.max()):  # no path fits: the big-M model reports it
         use_paths = False
     if use_paths:
         impossible = single_prefill_batch_impossible(problem, batches, threads=threads,
                                                      time_limit=seconds_left(SINGLE_PREFILL_TEST_SECONDS))
         least_prefill = 2 if impossible else 1
+        incumbent = min((value for _, value in candidates.values()), default=None)
+        if impossible and incumbent is not None and batches >= batch_count_bound(problem, incumbent):
+            cut_bound = prefill_cut_bound(problem, incumbent, least_prefill)
         bm = build_flow_model(problem, batches, goal, least_prefill)
     else:
         bm = build_model(problem, batches, objective, goal, cuts=cuts)
@@ -280,11 +285,12 @@ def solve_batching(
     unit = time_unit(problem)
     mip_objective = out.objective / unit if out.objective is not None else None
     mip_bound = out.bound / unit if out.bound is not None and np.isfinite(out.bound) else None
-    bound = max(mip_bound, comb) if mip_bound is not None else comb
+    comb_or_cut = max(comb, cut_bound) if cut_bound is not None else comb
+    bound = max(mip_bound, comb_or_cut) if mip_bound is not None else comb_or_cut
     stats = {"J": batches, "columns": bm.model.num_cols, "rows": bm.model.num_rows,
              "integer_columns": bm.model.num_integer, "warm_start": best_name, "nodes": out.node_count,
              "combinatorial_bound": comb, "formulation": "paths" if use_paths else "bigm",
-             "least_prefill_batches": least_prefill,
+             "least_prefill_batches": least_prefill, "prefill_cut_bound": cut_bound,
              "proof": "MIP" if out.status == SolveStatus.OPTIMAL else None}
     method = "mip" if objective == "latency" else "mip-ttft"
     if not out.status.has_solution:
@@ -307,5 +313,7 @@ def solve_batching(
     bound = min(bound, report.objective) if status == SolveStatus.OPTIMAL else bound
     return Result(FAMILY, method, solver, status, report.objective, bound, out.seconds, schedule,
                   build_seconds=build_seconds, message=message, validation=report,
-                  bound_source="MIP bound" if mip_bound is not None and mip_bound >= comb else "combinatorial lower bound",
+                  bound_source=("MIP bound" if mip_bound is not None and mip_bound >= comb_or_cut else
+                                "combinatorial lower bound" if comb_or_cut <= comb else
+                                "combinatorial lower bound with the single-prefill-batch cut"),
                   stats={**stats, "mip_objective": mip_objective})
