@@ -6,8 +6,11 @@ plus a certified lower bound with gap ≤ 0.01 % on Σ estimated start (the pena
 `planner.queueing.generator.random_problem` (three catalog models on A100/H100 TP-4 instances, Θ
 from the shipped Aladdin cost models, QLM's SLO classes).  Each cell runs `solve_queueing` with the
 default ``auto`` pipeline (`planner.queueing.certified`: baselines → local search → swap-aware
-assignment bound → deadline Lagrangian bound → reduced-cost fixing → reduced slots MILP or iterated
-local search; the soft version and scale-up MILP when no plan meets every SLO) and records the
+assignment bound (+ local search from its relaxation's plan on small instances) → deadline Lagrangian
+bound (+ the same from its relaxation's plan) → reduced-cost fixing (assignment duals, and the
+Lagrangian's when that can bring the cells under the cap) → reduced slots MILP (≤ 1,000 cells per
+second left) or iterated local search; the soft version and scale-up MILP when no plan meets every
+SLO) and records the
 status, the penalty, Σ start, the certified bound, the gap on Σ start (and the gap the swap-aware
 assignment bound alone would leave), where the bound and the plan came from, and the total wall
 time (baselines +

@@ -12,13 +12,20 @@ a plan beyond ~50 groups; the model-block MILP is a restriction with a weak rela
    each group of a model other than the loaded one, minus cells late even at the head of a queue),
    solved by a compiled Hungarian method that also returns LP duals.  LB ≤ every feasible plan.
 3. If ``(UB − LB) / Σ start ≤ OPTIMALITY_GAP`` the plan is optimal (within 0.01 %, certified).
-   Otherwise the **deadline Lagrangian** (`planner.queueing.lagrangian.deadline_lagrangian_bound`:
+   Otherwise the relaxation's own solution is read as a plan (`planner.queueing.lagrangian.relaxation_sequences`:
+   groups by decreasing position from the end; it may break SLOs or miss swaps) and repaired by the
+   same descent — the *Lagrangian heuristic*, kept if it meets every SLO and beats UB (on 2-queue
+   instances the descents from the baselines stall far above it).  Then the **deadline Lagrangian** (`planner.queueing.lagrangian.deadline_lagrangian_bound`:
    the SLOs dualised with integer multipliers, the weighted sum of starts bounded by splitting the
    weighted groups into unit pieces, again an assignment) may raise LB; it runs at most
-   `LAGRANGIAN_ROUNDS` rounds, ending by `LAGRANGIAN_SHARE` of the time limit.
+   `LAGRANGIAN_ROUNDS` rounds, ending by `LAGRANGIAN_SHARE` of the time limit; the plan of its
+   relaxation at the best multipliers is repaired the same way.
 4. If the gap is still open, **reduced-cost fixing** with the swap-aware bound's value LB₀ and duals:
-   a cell (queue, group, position) with reduced cost > UB − LB₀ is in no plan better than UB; if at
-   most `MAX_REDUCED_CELLS` cells remain, the exact slots MILP over those cells
+   a cell (queue, group, position) with reduced cost > UB − LB₀ is in no plan better than UB (and,
+   when the Lagrangian beat LB₀, also with its duals at the best multipliers,
+   `planner.queueing.lagrangian_fixing`: a group's pieces sit back to back on one queue); if at
+   most `reduced_cell_cap` cells remain (`MAX_REDUCED_CELLS`, and `REDUCED_CELLS_PER_SECOND` per
+   second left under a time limit), the exact slots MILP over those cells
    (`planner.queueing.reduced_slots`) is solved, warm-started from UB, within the time left; if more remain (the bound is too weak for fixing to bite), the time left goes to an iterated
    local search (`planner.queueing.local_search.iterated_local_search`) for a better UB.  Every plan
    with penalty ≤ UB is in the reduced MILP, so its optimum is the global optimum and its dual bound,
@@ -36,8 +43,9 @@ import time
 import numpy as np
 
 from planner.core.result import Result
-from planner.queueing.bounds import swap_assignment_bound
-from planner.queueing.lagrangian import deadline_lagrangian_bound
+from planner.queueing.bounds import relaxation_data, swap_assignment_bound
+from planner.queueing.lagrangian import deadline_lagrangian_bound, relaxation_sequences
+from planner.queueing.lagrangian_fixing import lagrangian_reduced_costs
 from planner.queueing.local_search import improve_plan, iterated_local_search
 from planner.queueing.problem import QueueAssignment, QueueingProblem
 from planner.queueing.reduced_slots import build_reduced_slots
@@ -48,10 +56,23 @@ from planner.solver import SolveOptions, SolveStatus, solve
 OPTIMALITY_GAP = 1e-4
 #: Further local-search starts run only if they are expected to end within this share of the time limit.
 MULTI_START_SHARE = 0.4
-#: Iterated local search (when the reduced MILP is too large): at most this many rounds, ending by
-#: this share of the time limit.
+#: Iterated local search (when the reduced MILP is too large): at most this many rounds without a
+#: time limit, ending by ``ILS_SHARE`` of the time limit otherwise.
 ILS_ROUNDS = 40
+#: ... and, under a time limit (which then ends it), at most this many rounds: on small instances 40
+#: rounds took a fifth of the 5 s and the rounds after still improved the plan.
+ILS_ROUNDS_TIMED = 1_000
 ILS_SHARE = 0.85
+#: The local search from a relaxation's plan (the Lagrangian heuristic) runs only if, at twice the
+#: pace of the first descent, it ends within this share of the time limit (`ILS_SHARE` after the Lagrangian).
+RELAXATION_START_SHARE = 0.5
+#: ... and only if twice the first descent takes at most this share of the time limit (on 400 × 8 a
+#: descent takes ~0.5 s and the time is worth more to the Lagrangian bound).
+RELAXATION_DESCENT_SHARE = 0.1
+#: Lagrangian reduced-cost fixing (one more assignment solve) runs only when the swap-aware bound's
+#: fixing leaves at most this multiple of `reduced_cell_cap` cells (it removed up to two thirds of the
+#: cells in measurements, so beyond that the reduced MILP stays out of reach).
+LAGRANGIAN_FIXING_REACH = 3.0
 #: Deadline Lagrangian: at most this many multiplier rounds, ending by this share of the time limit.
 LAGRANGIAN_ROUNDS = 20
 LAGRANGIAN_SHARE = 0.6
@@ -59,6 +80,18 @@ LAGRANGIAN_SHARE = 0.6
 MILP_MARGIN_SECONDS = 0.15
 #: Largest number of cells (binaries) left after reduced-cost fixing for which the MILP is tried.
 MAX_REDUCED_CELLS = 60_000
+#: ... and at most this many per second of the time left (with a time limit): measured on the random
+#: instances, HiGHS closed 1,312 cells in 1.2 s but not 2,400–30,000 cells in 3–5 s (often not even
+#: its root), where the iterated local search still improves the plan.
+REDUCED_CELLS_PER_SECOND = 1_000
+
+
+def reduced_cell_cap(time_limit: float | None, started: float) -> int:
+    """Largest number of cells left by reduced-cost fixing for which the reduced slots MILP is tried."""
+    if time_limit is None:
+        return MAX_REDUCED_CELLS
+    remaining = max(time_limit - (time.perf_counter() - started), 0.0)
+    return int(min(MAX_REDUCED_CELLS, REDUCED_CELLS_PER_SECOND * remaining))
 
 
 def _gap_of_sum_start(problem: QueueingProblem, objective: float, bound: float) -> float:
@@ -66,12 +99,23 @@ def _gap_of_sum_start(problem: QueueingProblem, objective: float, bound: float) 
     return max(objective - bound, 0.0) / max(abs(total_start), 1e-9)
 
 
-def kept_cells(problem: QueueingProblem, bound, upper: float) -> np.ndarray:
-    """(queue, group, slot) cells whose reduced cost ≤ UB − LB (all other cells are in no better plan)."""
+def kept_mask(problem: QueueingProblem, bound, upper: float) -> np.ndarray:
+    """(usable queue, group, slot) cells whose reduced cost ≤ UB − LB (all other cells are in no better plan)."""
     slack = upper - bound.value
     tolerance = 1e-7 * max(1.0, abs(upper) + abs(bound.value))
-    reduced = bound.reduced_costs(problem.num_groups)  # (usable queues, groups, slots)
-    keep = reduced <= slack + tolerance
+    return bound.reduced_costs(problem.num_groups) <= slack + tolerance
+
+
+def kept_cells(problem: QueueingProblem, bound, upper: float, lagrangian: tuple[float, np.ndarray] | None = None,
+               keep: np.ndarray | None = None) -> np.ndarray:
+    """(queue, group, slot) cells kept by `kept_mask` (or by ``keep``, its value when already computed).
+
+    ``lagrangian`` = (value(μ), least reduced cost per cell) of
+    `planner.queueing.lagrangian_fixing.lagrangian_reduced_costs`: a cell must pass that test too."""
+    keep = kept_mask(problem, bound, upper) if keep is None else keep.copy()
+    if lagrangian is not None:
+        value, lagrangian_reduced = lagrangian
+        keep &= lagrangian_reduced <= upper - value + 1e-7 * max(1.0, abs(upper) + abs(value))
     local, group, slot = np.nonzero(keep)
     queue = np.array(bound.queues, dtype=np.int64)[local]
     return np.column_stack([queue, group, slot]).astype(np.int64)
@@ -103,6 +147,29 @@ def best_local_search(problem: QueueingProblem, starts: list[QueueAssignment], t
     return best, best_report, info
 
 
+def relaxation_plan(problem: QueueingProblem, queues: tuple[int, ...],
+                    sequences: tuple[tuple[int, ...], ...], method: str) -> QueueAssignment:
+    """A relaxation's plan (sequences per usable queue, in the order of ``queues``) as a full plan."""
+    full: list[list[int]] = [[] for _ in problem.queues]
+    for local, queue in enumerate(queues):
+        full[queue] = list(sequences[local])
+    return QueueAssignment.of(problem, full, method)
+
+
+def repair_relaxation_plan(problem: QueueingProblem, start: QueueAssignment, objective: float):
+    """The Lagrangian heuristic: the local search from a relaxation's plan; (plan, report) if it meets
+    every SLO and beats ``objective``, else None."""
+    plan = improve_plan(problem, start)
+    report = validate_assignment(problem, plan)
+    if report.feasible and report.objective < objective - 1e-9:
+        return plan, report
+    return None
+
+
+def _time_allows(time_limit: float | None, started: float, seconds: float, share: float) -> bool:
+    return time_limit is None or time.perf_counter() - started + seconds <= share * time_limit
+
+
 def solve_certified(problem: QueueingProblem, starts: list[QueueAssignment], *, solver: str = "highs",
                     time_limit: float | None = None, threads: int | None = None, seed: int = 0,
                     verbose: bool = False, started: float | None = None) -> Result[QueueAssignment] | None:
@@ -123,6 +190,20 @@ def solve_certified(problem: QueueingProblem, starts: list[QueueAssignment], *, 
     message = ""
     build_seconds = 0.0
     stats["assignment_bound"] = bound.value
+    lagrangian = None
+    descent_seconds = stats["local_search_seconds"] / max(len(stats["local_search_starts"]), 1)
+    cheap_descent = time_limit is None or 2.0 * descent_seconds <= RELAXATION_DESCENT_SHARE * time_limit
+    if _gap_of_sum_start(problem, objective, lower) > OPTIMALITY_GAP and cheap_descent and \
+            _time_allows(time_limit, started, 2.0 * descent_seconds, RELAXATION_START_SHARE):
+        sequences = relaxation_sequences(len(bound.queues), np.arange(problem.num_groups),
+                                         np.array([q for q, _ in bound.assignment]), np.array([r for _, r in bound.assignment]))
+        repaired = repair_relaxation_plan(problem, relaxation_plan(problem, bound.queues, sequences, "assignment relaxation"),
+                                          objective)
+        if repaired is not None:
+            plan, report = repaired
+            objective = report.objective
+            lower = min(lower, objective)
+            stats["plan_from"] = "local-search from the assignment relaxation's plan"
     if _gap_of_sum_start(problem, objective, lower) > OPTIMALITY_GAP:
         t0 = time.perf_counter()
         deadline = None if time_limit is None else started + LAGRANGIAN_SHARE * time_limit
@@ -133,16 +214,36 @@ def solve_certified(problem: QueueingProblem, starts: list[QueueAssignment], *, 
             if min(lagrangian.value, objective) > lower + 1e-9:
                 lower = min(lagrangian.value, objective)
                 bound_source = "deadline Lagrangian (split-group assignment, certified)"
+            if lagrangian.sequences and _gap_of_sum_start(problem, objective, lower) > OPTIMALITY_GAP and cheap_descent and \
+                    _time_allows(time_limit, started, 2.0 * descent_seconds, ILS_SHARE):
+                repaired = repair_relaxation_plan(problem, relaxation_plan(
+                    problem, bound.queues, lagrangian.sequences, "Lagrangian relaxation"), objective)
+                if repaired is not None:
+                    plan, report = repaired
+                    objective = report.objective
+                    lower = min(lower, objective)
+                    stats["plan_from"] = "local-search from the Lagrangian relaxation's plan"
     if _gap_of_sum_start(problem, objective, lower) > OPTIMALITY_GAP:
-        cells = kept_cells(problem, bound, objective)
+        lagrangian_fixing = None
+        keep = kept_mask(problem, bound, objective)
+        stats["cells_after_assignment_fixing"] = int(keep.sum())
+        cell_cap = reduced_cell_cap(time_limit, started)
+        if lagrangian is not None and lagrangian.value > bound.value + 1e-9 and lagrangian.multipliers.any() and \
+                keep.sum() <= LAGRANGIAN_FIXING_REACH * cell_cap:
+            t0 = time.perf_counter()
+            lagrangian_fixing = lagrangian_reduced_costs(relaxation_data(problem), lagrangian.multipliers,
+                                                         problem.num_groups)
+            stats["lagrangian_fixing_seconds"] = round(time.perf_counter() - t0, 4)
+        cells = kept_cells(problem, bound, objective, lagrangian_fixing, keep)
         stats["cells_after_fixing"] = len(cells)
         remaining = None if time_limit is None else time_limit - (time.perf_counter() - started)
-        if len(cells) > MAX_REDUCED_CELLS:
-            message = (f"reduced-cost fixing leaves {len(cells)} cells (> {MAX_REDUCED_CELLS}): exact MILP skipped; "
+        if len(cells) > cell_cap:
+            message = (f"reduced-cost fixing leaves {len(cells)} cells (> {cell_cap}): exact MILP skipped; "
                        f"bound = {bound_source}")
             t0 = time.perf_counter()
             deadline = None if time_limit is None else started + ILS_SHARE * time_limit
-            improved, rounds = iterated_local_search(problem, plan, rounds=ILS_ROUNDS, seed=seed, deadline=deadline)
+            improved, rounds = iterated_local_search(
+                problem, plan, rounds=ILS_ROUNDS if time_limit is None else ILS_ROUNDS_TIMED, seed=seed, deadline=deadline)
             improved_report = validate_assignment(problem, improved)
             stats.update({"ils_rounds": rounds, "ils_seconds": round(time.perf_counter() - t0, 4)})
             if improved_report.feasible and improved_report.objective < objective - 1e-9:
