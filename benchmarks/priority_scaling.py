@@ -6,7 +6,8 @@
 
 The exact method is the one `planner solve priority --method exact` runs (`solve.run_exact`):
 warm start (`best_heuristic_plan`) then the subset DP at b_max = 1 and N ≤ 20, the branch-and-bound
-otherwise (at b_max ≥ 2 with the Lagrangian bound of `planner/priority/lagrangian.py`); "incl. warm
+otherwise (at b_max ≥ 2 with the Lagrangian bound of `planner/priority/lagrangian.py`, and the
+count-split bound of `planner/priority/count_bound.py` for the reported bound when it stops); "incl. warm
 start" times both.  At N = 30 the table also shows `--exact-method hybrid` (branch-and-bound for a
 quarter of the time, then the Dinkelbach MILP on HiGHS, `planner/priority/milp.py`) at b_max ≥ 2.  numba's JIT compile time is measured
 separately (cold cache in a fresh process) and excluded from the per-call times.

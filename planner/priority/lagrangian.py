@@ -28,9 +28,15 @@ Measured (N = 30 benchmark instances, seed 0, λ = the warm start's G, BUCKETS =
 L = 0.82 jobs at b_max = 2 (gap ≈ 3.8 % on G) and 1.19 at b_max = 4 (≈ 5.2 %); the Dinkelbach MILP
 reached 1.75–1.9 and 4.1 in 40–45 s.  Finer buckets barely help (0.79 at 8,000, 0.93 at 500): what
 is left is the relaxation itself (the best relaxed path uses some short jobs twice and skips others),
-so proving N = 30 needs a stronger relaxation (e.g. forbidding repeats within a few consecutive
-batches, or re-optimising μ inside the search), not more steps.  Tested against complete enumeration
-(tests/test_priority_lagrangian.py).
+not the multipliers: column generation on the path formulation (whose LP this dual is) stalls at the
+same ≈ 0.8 jobs (seed 0, b_max = 2).  Measured and not adopted (seed 0, b_max = 2, L = 0.81): re-tuning μ
+for each child of the root (30 warm-started steps on the sub-instance of the jobs left, slacks lowered
+by the child's start) lowers its bound to 0.75–0.80 and prunes 14 more of the 134 children the root
+table keeps, at ~0.4 s per child; keeping 3 / 6 of the repeated jobs elementary in the state (2^k
+masks) gives 0.79 / 0.76 at 8× / 100× the cost per step; fixing the SLO count (`count_bound`) leaves
+the largest per-count value at L.  The same ≈ 0.6–0.9-job gap appears at N = 10–18 whenever the optimum
+misses an SLO, so closing N = 30 within a minute needs a different relaxation (or branch-and-price),
+not more steps.  Tested against complete enumeration (tests/test_priority_lagrangian.py).
 """
 
 from __future__ import annotations
@@ -97,9 +103,17 @@ def lagrangian_bound(problem: PriorityProblem, lam_per_ms: float, iterations: in
     """min over the μ visited by subgradient steps of L(μ) (see the module docstring); stops early once
     L(μ) ≤ ``target``, after ``iterations`` steps, when the step size has shrunk below 1e-4 of its
     start, or (after at least one step) when ``time_limit`` seconds have passed."""
+    exec_ms, slack, step, buckets = relaxation_data(problem)
+    return subgradient_bound(exec_ms, slack, lam_per_ms, step, buckets, iterations, target, time_limit)
+
+
+def subgradient_bound(exec_ms: np.ndarray, slack: np.ndarray, lam_per_ms: float, step: float, buckets: int,
+                      iterations: int, target: float = 0.0, time_limit: float | None = None,
+                      multipliers: np.ndarray | None = None, theta: float = STEP_START) -> LagrangianBound:
+    """`lagrangian_bound` on explicit tables (rows = jobs), from the given multipliers (zeros if None)
+    and Polyak factor ``theta``."""
     started = time.perf_counter()
     best_members, path_value = _kernels()
-    exec_ms, slack, step, buckets = relaxation_data(problem)
     jobs, b_max = exec_ms.shape
     order = np.empty((b_max, jobs), dtype=np.int64)
     for col in range(b_max):
@@ -110,11 +124,10 @@ def lagrangian_bound(problem: PriorityProblem, lam_per_ms: float, iterations: in
     table = np.empty((jobs + 1, buckets))
     choice = np.empty((jobs + 1, buckets), dtype=np.int64)
     uses = np.zeros(jobs, dtype=np.int64)
-    multipliers = np.zeros(jobs)
+    multipliers = np.zeros(jobs) if multipliers is None else np.array(multipliers, dtype=np.float64)
     best = math.inf
     best_table = np.zeros((jobs + 1, buckets))
     best_multipliers = multipliers.copy()
-    theta = STEP_START
     stalled = 0
     done = 0
     for done in range(1, iterations + 1):
@@ -138,3 +151,4 @@ def lagrangian_bound(problem: PriorityProblem, lam_per_ms: float, iterations: in
             break
         multipliers -= theta * max(value - target, 1e-3) / norm * gradient
     return LagrangianBound(best, done, lam_per_ms, step, best_table, best_multipliers)
+

@@ -85,7 +85,9 @@ BNB_SHARE = 0.25
 
 
 def branch_and_bound_name(outcome: ExactOutcome) -> str:
-    return "branch-and-bound" if outcome.lagrangian is None else "branch-and-bound + Lagrangian bound"
+    if outcome.lagrangian is None:
+        return "branch-and-bound"
+    return "branch-and-bound + Lagrangian bound" + (" + count split" if outcome.count_split else "")
 
 
 def prove_with_milp(problem: PriorityProblem, incumbent: Plan, time_limit: float) -> tuple[ExactOutcome, str]:
