@@ -8,26 +8,11 @@ import math
 
 import numpy as np
 import pytest
+from priority_plans import all_plans
 
 from planner.priority.count_bound import count_values, ratio_bound
-from planner.priority.evaluate import FastTables, evaluate
 from planner.priority.generator import generate_priority_problem
 from planner.priority.lagrangian import lagrangian_bound, relaxation_data
-
-
-def batch_sizes(jobs: int, b_max: int):
-    if jobs == 0:
-        yield ()
-        return
-    for size in range(1, min(b_max, jobs) + 1):
-        for rest in batch_sizes(jobs - size, b_max):
-            yield (size,) + rest
-
-
-def all_plans(problem):
-    tables = FastTables(problem.tables)
-    return [evaluate(tables, list(order), list(sizes))
-            for order in itertools.permutations(range(problem.size)) for sizes in batch_sizes(problem.size, problem.b_max)]
 
 
 @pytest.mark.parametrize(("jobs", "b_max", "seed"), [(5, 2, 0), (5, 3, 1), (6, 2, 2), (5, 4, 3), (6, 3, 5)])

@@ -6,28 +6,13 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from priority_plans import all_plans, batch_sizes
 
 from planner.priority.evaluate import FastTables, evaluate
 from planner.priority.exact import solve_exact
 from planner.priority.generator import generate_priority_problem
 from planner.priority.heuristics import fcfs
 from planner.priority.lagrangian import lagrangian_bound
-
-
-def batch_sizes(jobs: int, b_max: int):
-    if jobs == 0:
-        yield ()
-        return
-    for size in range(1, min(b_max, jobs) + 1):
-        for rest in batch_sizes(jobs - size, b_max):
-            yield (size,) + rest
-
-
-def all_plans(problem):
-    tables = FastTables(problem.tables)
-    jobs = problem.size
-    return [evaluate(tables, list(order), list(sizes))
-            for order in itertools.permutations(range(jobs)) for sizes in batch_sizes(jobs, problem.b_max)]
 
 
 @pytest.mark.parametrize(("jobs", "b_max", "seed"), [(5, 2, 0), (5, 3, 1), (6, 2, 2), (5, 4, 4)])
