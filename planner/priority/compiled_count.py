@@ -12,23 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-
-@njit(cache=True)
-def _insert(top_value, top_job, kept, need, value, job):
-    if kept < need:
-        position = kept
-        kept += 1
-    elif value > top_value[need - 1]:
-        position = need - 1
-    else:
-        return kept
-    while position > 0 and top_value[position - 1] < value:
-        top_value[position] = top_value[position - 1]
-        top_job[position] = top_job[position - 1]
-        position -= 1
-    top_value[position] = value
-    top_job[position] = job
-    return kept
+from planner.priority.compiled_lagrangian import insert_best
 
 
 @njit(cache=True)
@@ -69,9 +53,9 @@ def follower_prefixes(exec_ms, slack, multipliers, lam, step, order, met_prefix,
                     continue
                 value = -lam * exec_ms[leader, col] - multipliers[leader]
                 if start <= slack[leader, col]:
-                    met_kept = _insert(met_value, met_job, met_kept, need, value, leader)
+                    met_kept = insert_best(met_value, met_job, met_kept, need, value, leader)
                 else:
-                    missed_kept = _insert(missed_value, missed_job, missed_kept, need, value, leader)
+                    missed_kept = insert_best(missed_value, missed_job, missed_kept, need, value, leader)
 
 
 @njit(cache=True)

@@ -16,6 +16,26 @@ from numba import njit
 
 
 @njit(cache=True)
+def insert_best(top_value, top_job, kept, need, value, job):
+    """Insert (value, job) into the descending top-``need`` list ``top_value/top_job`` holding
+    ``kept`` entries; returns the new count (a value below a full list's last is dropped)."""
+    if kept < need:
+        position = kept
+        kept += 1
+    elif value > top_value[need - 1]:
+        position = need - 1
+    else:
+        return kept
+    while position > 0 and top_value[position - 1] < value:
+        top_value[position] = top_value[position - 1]
+        top_job[position] = top_job[position - 1]
+        position -= 1
+    top_value[position] = value
+    top_job[position] = job
+    return kept
+
+
+@njit(cache=True)
 def best_members(exec_ms, slack, multipliers, lam, step, order, values, members):
     jobs, b_max = exec_ms.shape
     buckets = values.shape[1]
@@ -39,19 +59,7 @@ def best_members(exec_ms, slack, multipliers, lam, step, order, values, members)
                         members[col, s, leader, k] = top_job[k]
                     values[col, s, leader] = total
                 if need > 0:  # insert the leader's reward among the best `need` seen so far
-                    if kept < need:
-                        position = kept
-                        kept += 1
-                    elif reward > top_value[need - 1]:
-                        position = need - 1
-                    else:
-                        continue
-                    while position > 0 and top_value[position - 1] < reward:
-                        top_value[position] = top_value[position - 1]
-                        top_job[position] = top_job[position - 1]
-                        position -= 1
-                    top_value[position] = reward
-                    top_job[position] = leader
+                    kept = insert_best(top_value, top_job, kept, need, reward, leader)
 
 
 @njit(cache=True)

@@ -32,6 +32,8 @@ import math
 
 import numpy as np
 
+from planner.priority.lagrangian import leader_order_and_jumps
+
 
 def _kernels():
     from planner.priority.compiled_count import count_path_value, follower_prefixes
@@ -44,10 +46,7 @@ def count_values(exec_ms: np.ndarray, slack: np.ndarray, lam_per_ms: float, step
     """V(n₀, μ) for every n₀ = 0..N from one DP pass (entry −inf: no path meets n₀ SLOs)."""
     follower_prefixes, count_path_value = _kernels()
     jobs, b_max = exec_ms.shape
-    order = np.empty((b_max, jobs), dtype=np.int64)
-    for col in range(b_max):
-        order[col] = np.lexsort((np.arange(jobs), exec_ms[:, col]))
-    jumps = np.ascontiguousarray((exec_ms // step).astype(np.int64).T)
+    order, jumps = leader_order_and_jumps(exec_ms, step)
     met_prefix = np.empty((b_max, buckets, jobs, b_max))
     missed_prefix = np.empty((b_max, buckets, jobs, b_max))
     width = max(1, b_max - 1)

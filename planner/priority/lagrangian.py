@@ -107,6 +107,16 @@ def lagrangian_bound(problem: PriorityProblem, lam_per_ms: float, iterations: in
     return subgradient_bound(exec_ms, slack, lam_per_ms, step, buckets, iterations, target, time_limit)
 
 
+def leader_order_and_jumps(exec_ms: np.ndarray, step: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per batch size: jobs by exec time (ties by index), and ⌊e_j(b)/Δ⌋ as (size, job) — the DP's inputs."""
+    jobs, b_max = exec_ms.shape
+    order = np.empty((b_max, jobs), dtype=np.int64)
+    for col in range(b_max):
+        order[col] = np.lexsort((np.arange(jobs), exec_ms[:, col]))
+    jumps = np.ascontiguousarray((exec_ms // step).astype(np.int64).T)
+    return order, jumps
+
+
 def subgradient_bound(exec_ms: np.ndarray, slack: np.ndarray, lam_per_ms: float, step: float, buckets: int,
                       iterations: int, target: float = 0.0, time_limit: float | None = None,
                       multipliers: np.ndarray | None = None, theta: float = STEP_START) -> LagrangianBound:
@@ -115,10 +125,7 @@ def subgradient_bound(exec_ms: np.ndarray, slack: np.ndarray, lam_per_ms: float,
     started = time.perf_counter()
     best_members, path_value = _kernels()
     jobs, b_max = exec_ms.shape
-    order = np.empty((b_max, jobs), dtype=np.int64)
-    for col in range(b_max):
-        order[col] = np.lexsort((np.arange(jobs), exec_ms[:, col]))
-    jumps = np.ascontiguousarray((exec_ms // step).astype(np.int64).T)
+    order, jumps = leader_order_and_jumps(exec_ms, step)
     values = np.empty((b_max, buckets, jobs))
     members = np.full((b_max, buckets, jobs, max(1, b_max - 1)), -1, dtype=np.int64)
     table = np.empty((jobs + 1, buckets))
