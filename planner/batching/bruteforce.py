@@ -18,7 +18,6 @@ def brute_force_latency(problem: BatchingProblem, max_states: int = 500_000) -> 
     if problem.online:
         raise ValueError("brute force handles offline instances only")
     reqs = problem.requests
-    n = len(reqs)
     O = [r.output_len for r in reqs]
     P = problem.prefill_limit
     R = problem.running_limit

@@ -95,7 +95,7 @@ def fmt(value: float | None, digits: int = 3) -> str:
 
 def fmt_gap(gap: float | None) -> str:
     """A relative gap as a percentage; "-" when unknown (None or NaN)."""
-    return "-" if gap is None or gap != gap else f"{100 * gap:.2f}%"
+    return "-" if gap is None or math.isnan(gap) else f"{100 * gap:.2f}%"
 
 
 class SolveProgress:

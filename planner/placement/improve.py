@@ -78,7 +78,7 @@ def repack(
     stall = 0
     round_no = 0
     while time.perf_counter() < deadline and stall < max_stall and round_no < max_rounds:
-        labels, counts = np.unique(assignment, return_counts=True)
+        labels = np.unique(assignment)
         if labels.size <= target_workers:
             break
         load = {int(l): float(size[assignment == l].sum()) for l in labels}

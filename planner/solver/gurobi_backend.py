@@ -70,7 +70,7 @@ def solve_gurobi(model: LinearModel, options: SolveOptions) -> SolverOutcome:
         return SolverOutcome(
             SolveStatus.ERROR, "gurobi", None, None, None, 0.0, "gurobipy is not installed (pip install gurobipy)"
         )
-    A, sense, rhs, row_map = _split_rows(model)
+    A, sense, rhs, _ = _split_rows(model)
     start = time.perf_counter()
     try:
         env = gp.Env(empty=True)
