@@ -166,6 +166,20 @@ def repair_relaxation_plan(problem: QueueingProblem, start: QueueAssignment, obj
     return None
 
 
+def adopt_repaired_relaxation(problem: QueueingProblem, queues: tuple[int, ...], sequences: tuple[tuple[int, ...], ...],
+                              name: str, plan: QueueAssignment, report, lower: float, stats: dict):
+    """The Lagrangian heuristic step shared by both relaxations: repair the relaxation's plan
+    (``sequences`` per usable queue, `relaxation_plan`) by local search; if it meets every SLO and
+    beats the incumbent ``plan`` (penalty ``report.objective``), it becomes the incumbent (the bound
+    ``lower`` is capped at its penalty, ``stats["plan_from"]`` records it).  Returns (plan, report, lower)."""
+    repaired = repair_relaxation_plan(problem, relaxation_plan(problem, queues, sequences, name), report.objective)
+    if repaired is None:
+        return plan, report, lower
+    plan, report = repaired
+    stats["plan_from"] = f"local-search from the {name}'s plan"
+    return plan, report, min(lower, report.objective)
+
+
 def _time_allows(time_limit: float | None, started: float, seconds: float, share: float) -> bool:
     return time_limit is None or time.perf_counter() - started + seconds <= share * time_limit
 
@@ -197,13 +211,9 @@ def solve_certified(problem: QueueingProblem, starts: list[QueueAssignment], *, 
             _time_allows(time_limit, started, 2.0 * descent_seconds, RELAXATION_START_SHARE):
         sequences = relaxation_sequences(len(bound.queues), np.arange(problem.num_groups),
                                          np.array([q for q, _ in bound.assignment]), np.array([r for _, r in bound.assignment]))
-        repaired = repair_relaxation_plan(problem, relaxation_plan(problem, bound.queues, sequences, "assignment relaxation"),
-                                          objective)
-        if repaired is not None:
-            plan, report = repaired
-            objective = report.objective
-            lower = min(lower, objective)
-            stats["plan_from"] = "local-search from the assignment relaxation's plan"
+        plan, report, lower = adopt_repaired_relaxation(problem, bound.queues, sequences, "assignment relaxation",
+                                                        plan, report, lower, stats)
+        objective = report.objective
     if _gap_of_sum_start(problem, objective, lower) > OPTIMALITY_GAP:
         t0 = time.perf_counter()
         deadline = None if time_limit is None else started + LAGRANGIAN_SHARE * time_limit
@@ -216,13 +226,9 @@ def solve_certified(problem: QueueingProblem, starts: list[QueueAssignment], *, 
                 bound_source = "deadline Lagrangian (split-group assignment, certified)"
             if lagrangian.sequences and _gap_of_sum_start(problem, objective, lower) > OPTIMALITY_GAP and cheap_descent and \
                     _time_allows(time_limit, started, 2.0 * descent_seconds, ILS_SHARE):
-                repaired = repair_relaxation_plan(problem, relaxation_plan(
-                    problem, bound.queues, lagrangian.sequences, "Lagrangian relaxation"), objective)
-                if repaired is not None:
-                    plan, report = repaired
-                    objective = report.objective
-                    lower = min(lower, objective)
-                    stats["plan_from"] = "local-search from the Lagrangian relaxation's plan"
+                plan, report, lower = adopt_repaired_relaxation(problem, bound.queues, lagrangian.sequences,
+                                                                "Lagrangian relaxation", plan, report, lower, stats)
+                objective = report.objective
     if _gap_of_sum_start(problem, objective, lower) > OPTIMALITY_GAP:
         lagrangian_fixing = None
         keep = kept_mask(problem, bound, objective)
