@@ -16,6 +16,21 @@ from planner.priority.compiled_lagrangian import insert_best
 
 
 @njit(cache=True)
+def write_prefix(prefix, members, values, jobs, kept, need):
+    """``prefix[q]`` = the sum of the first q of the ``kept`` best ``values`` (−inf beyond ``kept``) and
+    ``members[q − 1]`` their jobs, q = 0..need."""
+    total = 0.0
+    prefix[0] = 0.0
+    for q in range(1, need + 1):
+        if q <= kept:
+            total += values[q - 1]
+            prefix[q] = total
+            members[q - 1] = jobs[q - 1]
+        else:
+            prefix[q] = -np.inf
+
+
+@njit(cache=True)
 def follower_prefixes(exec_ms, slack, multipliers, lam, step, order, met_prefix, missed_prefix,
                       met_members, missed_members):
     jobs, b_max = exec_ms.shape
@@ -32,23 +47,10 @@ def follower_prefixes(exec_ms, slack, multipliers, lam, step, order, met_prefix,
             missed_kept = 0
             for rank in range(jobs):
                 leader = order[col, rank]
-                met_total = 0.0
-                missed_total = 0.0
-                met_prefix[col, s, leader, 0] = 0.0
-                missed_prefix[col, s, leader, 0] = 0.0
-                for q in range(1, need + 1):
-                    if q <= met_kept:
-                        met_total += met_value[q - 1]
-                        met_prefix[col, s, leader, q] = met_total
-                        met_members[col, s, leader, q - 1] = met_job[q - 1]
-                    else:
-                        met_prefix[col, s, leader, q] = -np.inf
-                    if q <= missed_kept:
-                        missed_total += missed_value[q - 1]
-                        missed_prefix[col, s, leader, q] = missed_total
-                        missed_members[col, s, leader, q - 1] = missed_job[q - 1]
-                    else:
-                        missed_prefix[col, s, leader, q] = -np.inf
+                write_prefix(met_prefix[col, s, leader], met_members[col, s, leader], met_value, met_job,
+                             met_kept, need)
+                write_prefix(missed_prefix[col, s, leader], missed_members[col, s, leader], missed_value,
+                             missed_job, missed_kept, need)
                 if need == 0:
                     continue
                 value = -lam * exec_ms[leader, col] - multipliers[leader]
