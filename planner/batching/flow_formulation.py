@@ -66,6 +66,15 @@ runs in both (decode, evict, refill), the eviction is dropped and the refill bec
 (same KV afterwards, cost per (d)).  Each step keeps every §3.3 rule, so min over chunk-free
 schedules = min over all schedules.  `normalize_schedule` applies N to warm-start schedules.
 Tests compare the optimum with the brute-force oracle (which allows chunks and any eviction).
+
+**Measured limit** (B = 8 benchmark, seed 4, J = 63, incumbent 0.227064 s with 58 batches, 3 prefill
+batches, 3 evictions): the LP relaxation (HiGHS IPM, 8 s on one thread) is 0.19602 s, 13.7 % below,
+so a faster root LP would not prove this instance.  Fixing the batch count N (u_j = 1 for j ≤ N,
+0 after) raises the LP to 0.22449 at N = 63 (the eviction-free bound) but only to 0.21104 at N = 58,
+about one batch's b_o + b_d less per batch removed: fractional paths share the KV budget, so the
+relaxation compresses the schedule without paying the refills or prefill batches that an integer
+schedule needs, and HiGHS did not raise the bound of the N = 58 and N = 60 MIPs above their LP in
+120 s each.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ import numpy as np
 from planner.core.result import Result
 from planner.errors import InfeasibleError, PlannerError
 from planner.queueing.bounds import penalty_lower_bound
+from planner.queueing.capacity import capacity_lower_bound, describe_bound, is_at_bound, witness_fleet
 from planner.queueing.certified import solve_certified
 from planner.queueing.formulation import QueueMilp, build_model, warm_start_vector
 from planner.queueing.heuristics import HEURISTICS
@@ -119,33 +120,62 @@ def solve_milp(problem: QueueingProblem, purpose: str, formulation: str, *, solv
 
 def scale_up(problem: QueueingProblem, formulation: str = "auto", *, solver: str = "highs",
              time_limit: float | None = None, threads: int | None = None, seed: int = 0) -> dict:
-    """The cheapest extra instances (per type) that make every SLO hold, found by the scale-up MILP."""
+    """The cheapest extra instances (per type) that make every SLO hold.
+
+    First the capacity bound and the witness search of `planner.queueing.capacity` (a proven least
+    cost, and the cheapest fleet on which a baseline + descent meets every SLO); if the witness
+    costs the bound, it is returned as proven minimal without a MILP.  Otherwise the scale-up MILP
+    runs (``time_limit``) and the cheaper valid plan of the two is returned: ``optimal`` when the
+    exact slots MILP proves it or its cost meets the capacity bound, else ``feasible`` (an upper
+    bound; ``lower_bound_cost`` says how much any fleet needs at least)."""
     candidates = problem.with_candidates().with_objective("penalty")
     if not any(q.optional for q in candidates.queues):
         return {"status": "no_candidates", "extra_instances": {},
                 "message": "no scale-up candidates declared (set extra_available on an instance type)"}
+    t0 = time.perf_counter()
+    bound = capacity_lower_bound(problem, solver=solver, time_limit=time_limit, threads=threads)
+    info = {"lower_bound_cost": None if bound is None else bound.cost,
+            "current_fleet_infeasible": bool(bound is not None and bound.current_fleet_infeasible),
+            "bound_message": describe_bound(bound)}
+    if bound is not None and bound.cost is None:
+        return {"status": "infeasible", "extra_instances": {}, "formulation": "capacity bound", **info,
+                "message": "even with every candidate instance the SLOs cannot all be met (capacity bound)"}
+    witness = witness_fleet(problem, min_cost=0.0 if bound is None else bound.cost,
+                            deadline=None if time_limit is None else t0 + time_limit)
+    witness_plan = None
+    if witness is not None:
+        by_name = dict(zip(witness.plan.queue_names, witness.plan.queues))
+        witness_plan = QueueAssignment.of(candidates, [list(by_name.get(q.name, ())) for q in candidates.queues],
+                                          "witness (baseline + local search)")
+        if is_at_bound(witness.cost, bound):
+            return _scale_up_answer(candidates, witness_plan, "optimal", "capacity bound + witness", info,
+                                    "proven minimal: the witness fleet costs the capacity bound")
     chosen = choose_formulation(candidates, formulation)
     run = solve_milp(candidates, "scale_up", chosen, solver=solver, time_limit=time_limit, threads=threads, seed=seed)
-    if run.plan is None:
+    milp_plan = run.plan if run.plan is not None and validate_assignment(candidates, run.plan, "scale_up").feasible else None
+    plans = [p for p in (milp_plan, witness_plan) if p is not None]
+    if not plans:
         reason = ("even with every candidate instance the SLOs cannot all be met"
-                  if run.status == SolveStatus.INFEASIBLE else run.message or run.status.value)
-        return {"status": run.status.value, "extra_instances": {}, "message": reason, "formulation": chosen}
-    report = validate_assignment(candidates, run.plan, "scale_up")
+                  if run.status == SolveStatus.INFEASIBLE and chosen == "slots" else run.message or run.status.value)
+        return {"status": run.status.value, "extra_instances": {}, "message": reason, "formulation": chosen, **info}
+    plan = min(plans, key=lambda p: validate_assignment(candidates, p, "scale_up").objective)
+    cost = validate_assignment(candidates, plan, "scale_up").objective
+    proven = (plan is milp_plan and run.status == SolveStatus.OPTIMAL and chosen == "slots") or is_at_bound(cost, bound)
+    source = chosen if plan is milp_plan else "witness"
+    return _scale_up_answer(candidates, plan, "optimal" if proven else "feasible", source, info,
+                            "" if proven else "upper bound: restricted formulation, witness or time limit")
+
+
+def _scale_up_answer(candidates: QueueingProblem, plan: QueueAssignment, status: str, source: str, info: dict,
+                     message: str) -> dict:
+    report = validate_assignment(candidates, plan, "scale_up")
     extra: dict[str, int] = {}
-    for q, seq in zip(candidates.queues, run.plan.queues):
+    for q, seq in zip(candidates.queues, plan.queues):
         if q.optional and seq:
             name = candidates.types[q.type_index].name
             extra[name] = extra.get(name, 0) + 1
-    proven = run.status == SolveStatus.OPTIMAL and chosen == "slots"
-    return {
-        "status": "optimal" if proven else "feasible",
-        "extra_instances": extra,
-        "cost": report.objective,
-        "valid": report.feasible,
-        "formulation": chosen,
-        "plan": run.plan.to_dict(),
-        "message": "" if proven else "upper bound: restricted formulation or time limit",
-    }
+    return {"status": status, "extra_instances": extra, "cost": report.objective, "valid": report.feasible,
+            "formulation": source, "plan": plan.to_dict(), "message": message, **info}
 
 
 def solve_queueing(problem: QueueingProblem, *, solver: str = "highs", formulation: str = "auto",
@@ -266,8 +296,16 @@ def _infeasible(problem, run, chosen, solver, soft_objective, recommend_scale_up
         stats["scale_up"] = rec
         if rec["extra_instances"]:
             message += "; scale-up: " + ", ".join(f"+{n} {t}" for t, n in rec["extra_instances"].items())
+            message += " (proven minimal)" if rec["status"] == "optimal" else " (suffices; minimality not proven)"
         else:
             message += f"; scale-up: {rec['message']}"
+        if rec.get("current_fleet_infeasible") and not (proven and exact):
+            proven = exact = True  # the capacity bound proves that the current fleet cannot meet every SLO
+            message = message.replace(
+                "no plan meeting every SLO was found within the time limit (infeasibility not proven)",
+                "the SLOs cannot all be met (capacity bound)").replace(
+                "the model-block MILP finds no plan meeting every SLO (the exact slots MILP might)",
+                "the SLOs cannot all be met (capacity bound)")
     # The model-block MILP is a restriction: its infeasibility proves nothing about the problem.
     status = SolveStatus.INFEASIBLE if proven and exact else SolveStatus.NO_SOLUTION
     return Result(FAMILY, "milp", solver, status, None, None, time.perf_counter() - t0, plan,

@@ -1,0 +1,217 @@
+"""Scale-up when the SLOs cannot all be met: a proven lower bound on the extra instances, and a fleet
+with a validated plan (the witness).
+
+**Capacity bound** (`capacity_lower_bound`).  Take a threshold d and the groups D(d) whose SLO is at
+most d.  On one queue g, every group of D(d) placed there must start by d (``start`` deadlines):
+the last of them to start, L, starts after the queue's busy time and the work of every other
+D(d) group on g, so
+
+    Σ_{i ∈ D(d) on g} W[g,i]  ≤  d − e_g + W[g,L]  ≤  d − e_g + max_{i ∈ D(d)} W[g,i]  =: cap_g(d),
+
+with e_g the earliest start on g (its busy time; the swap time S for a new instance, which loads
+its first model before serving anything).  In ``completion`` mode a group also finishes its own
+work by d, so ``cap_g(d) = d − e_g``.  A cell (g, i) is impossible when even the head of g is too
+late for i (``e_g + S·[model_i ≠ loaded_g] > slo_i``, plus ``W + tail`` in completion mode).
+Relaxing "each group on one queue" to fractions y ≥ 0 gives, for every d in a set of thresholds,
+
+    Σ_g y^d_{g,i} = 1  (i ∈ D(d)),    Σ_{i ∈ D(d)} W[g,i]·y^d_{g,i} ≤ cap_g(d)  (existing queue g),
+    Σ_{i ∈ D(d)} W[t,i]·y^d_{t,i} ≤ n_t · cap_t(d)   (the n_t new instances of type t, identical),
+
+and ``min Σ_t cost_t·n_t`` over integers ``0 ≤ n_t ≤ extra_available_t`` is a lower bound on the
+cost of every fleet whose plan meets every SLO (every such plan satisfies the rows).  Any subset
+of thresholds keeps it valid; `MAX_THRESHOLDS` distinct SLO values (evenly spread) are used.  When
+even every candidate instance leaves the rows infeasible, no fleet can meet the SLOs; when the
+rows with n = 0 are infeasible, the current fleet provably cannot.
+
+**Witness** (`witness_fleet`).  Fleets (extra instances per type) in order of cost, then of count,
+from the bound's cost upwards: for each, the baselines (EDF, greedy, FCFS) on the fleet made of
+the existing instances plus the chosen candidates, each followed by the relocate/exchange descent of
+`planner.queueing.local_search` (which minimises lateness first); the first plan the independent
+validator accepts with every SLO hard is the witness.  Its cost is an upper bound on the cheapest
+fleet; when it equals the capacity bound the scale-up is proven minimal.  Deterministic.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from planner.queueing.heuristics import edf, fcfs, greedy
+from planner.queueing.local_search import improve_plan
+from planner.queueing.problem import QueueAssignment, QueueingProblem
+from planner.queueing.validator import validate_assignment
+from planner.solver import ModelBuilder, SolveOptions, SolveStatus, solve
+
+#: Distinct SLO values used as thresholds d (evenly spread over the sorted values; any subset is valid).
+MAX_THRESHOLDS = 40
+#: Fleets tried by the witness search at most.
+MAX_WITNESS_FLEETS = 64
+
+
+@dataclass(frozen=True)
+class CapacityBound:
+    """Least cost of extra instances any plan meeting every SLO needs (None: none suffices)."""
+
+    cost: float | None
+    extra_instances: dict[str, int]  # the bound's own (fractional-assignment) fleet, not a plan
+    current_fleet_infeasible: bool  # the rows with no extra instance are infeasible: SLOs provably unmeetable
+    thresholds: int
+
+
+@dataclass(frozen=True)
+class Witness:
+    extra_instances: dict[str, int]
+    cost: float
+    problem: QueueingProblem  # existing instances + the chosen candidates (none optional)
+    plan: QueueAssignment
+    fleets_tried: int
+
+
+def _thresholds(problem: QueueingProblem) -> np.ndarray:
+    values = np.unique(problem.slo())
+    if values.size > MAX_THRESHOLDS:
+        values = values[np.unique(np.linspace(0, values.size - 1, MAX_THRESHOLDS).round().astype(int))]
+    return values
+
+
+def _queue_classes(problem: QueueingProblem):
+    """(work row, tail row, earliest start per group, cap offset, type or None) per existing queue and per type."""
+    slo_models = [g.model for g in problem.groups]
+    classes = []
+    for q in problem.queues:
+        if q.optional:
+            continue
+        typ = problem.types[q.type_index]
+        swap = np.array([typ.swap_time_s if m != q.loaded_model else 0.0 for m in slo_models])
+        classes.append((problem.work_s[q.type_index], problem.tail_s[q.type_index], q.busy_s + swap, q.busy_s, None))
+    for t, typ in enumerate(problem.types):
+        if typ.extra_available > 0:
+            s = np.full(problem.num_groups, typ.swap_time_s)
+            classes.append((problem.work_s[t], problem.tail_s[t], s, typ.swap_time_s, t))
+    return classes
+
+
+def _bound_model(problem: QueueingProblem, fix_zero: bool):
+    mb = ModelBuilder("queueing-capacity-bound")
+    types = problem.types
+    n = mb.add_variables("extra_instances", len(types), lower=0.0,
+                         upper=[0.0 if fix_zero else float(t.extra_available) for t in types], integer=True,
+                         cost=[t.cost_per_instance for t in types])
+    slo = problem.slo()
+    completion = problem.deadline == "completion"
+    classes = _queue_classes(problem)
+    for d in _thresholds(problem):
+        members = np.flatnonzero(slo <= d)
+        cells = []  # (class k, group i, work)
+        for k, (work, tail, earliest, _, _) in enumerate(classes):
+            finite = np.isfinite(work[members]) & np.isfinite(tail[members])
+            head = earliest[members] + (np.where(finite, work[members] + tail[members], 0.0) if completion else 0.0)
+            ok = finite & (head <= slo[members] + 1e-9)  # even the head of the queue is in time
+            for i in members[ok]:
+                cells.append((k, int(i), float(work[i])))
+        if not cells:
+            if members.size:
+                return None
+            continue
+        k_of = np.array([c[0] for c in cells])
+        i_of = np.array([c[1] for c in cells])
+        w_of = np.array([c[2] for c in cells])
+        y = mb.add_variables(f"share_d{d:g}", len(cells), lower=0.0, upper=1.0)
+        local = {int(i): r for r, i in enumerate(members)}
+        mb.add_constraints(f"assign_d{d:g}", len(members), np.array([local[int(i)] for i in i_of]), y.start + np.arange(len(cells)),
+                           np.ones(len(cells)), lower=1.0, upper=1.0,
+                           label=lambda r, members=members: f"group {problem.groups[int(members[r])].name}")
+        for k, (work, _, _, offset, t) in enumerate(classes):
+            mine = np.flatnonzero(k_of == k)
+            if not mine.size:
+                continue
+            cap = d - offset + (0.0 if completion else float(w_of[mine].max()))
+            cap = max(cap, 0.0)
+            cols = list(y.start + mine)
+            vals = list(w_of[mine])
+            if t is None:
+                mb.add_constraints(f"capacity_d{d:g}_q{k}", 1, np.zeros(len(cols), int), np.array(cols), np.array(vals),
+                                   upper=cap)
+            else:
+                mb.add_constraints(f"capacity_d{d:g}_t{t}", 1, np.zeros(len(cols) + 1, int),
+                                   np.array(cols + [n.start + t]), np.array(vals + [-cap]), upper=0.0)
+    return mb.build(), n
+
+
+def capacity_lower_bound(problem: QueueingProblem, *, solver: str = "highs", time_limit: float | None = 10.0,
+                         threads: int | None = None) -> CapacityBound | None:
+    """The capacity bound of the module docstring; None if the solver gave no answer in time."""
+    built = _bound_model(problem, fix_zero=False)
+    if built is None:
+        return CapacityBound(None, {}, True, 0)
+    model, n = built
+    out = solve(model, solver, SolveOptions(time_limit=time_limit, threads=threads))
+    if out.status == SolveStatus.INFEASIBLE:
+        return CapacityBound(None, {}, True, len(_thresholds(problem)))
+    if out.status != SolveStatus.OPTIMAL or out.x is None:
+        return None
+    counts = np.round(out.x[n.start:n.start + len(problem.types)]).astype(int)
+    extra = {problem.types[t].name: int(c) for t, c in enumerate(counts) if c > 0}
+    zero = _bound_model(problem, fix_zero=True)
+    if counts.sum() == 0:
+        infeasible_now = False
+    elif zero is None:
+        infeasible_now = True
+    else:
+        z = solve(zero[0], solver, SolveOptions(time_limit=time_limit, threads=threads))
+        infeasible_now = z.status == SolveStatus.INFEASIBLE
+    return CapacityBound(float(out.objective), extra, infeasible_now, len(_thresholds(problem)))
+
+
+def fleet_problem(problem: QueueingProblem, extra: dict[int, int]) -> QueueingProblem:
+    """The existing instances plus ``extra[t]`` new instances of type t (names ``type+k``), none optional."""
+    candidates = problem.with_candidates()
+    taken: dict[int, int] = {}
+    queues = []
+    for q in candidates.queues:
+        if not q.optional:
+            queues.append(q)
+        elif taken.get(q.type_index, 0) < extra.get(q.type_index, 0):
+            taken[q.type_index] = taken.get(q.type_index, 0) + 1
+            queues.append(replace(q, optional=False))
+    return candidates._replace(queues=tuple(queues), objective="penalty")
+
+
+def witness_fleet(problem: QueueingProblem, *, min_cost: float = 0.0, deadline: float | None = None) -> Witness | None:
+    """The cheapest fleet (from ``min_cost`` up) on which a baseline + descent meets every SLO."""
+    types = problem.types
+    ranges = [range(t.extra_available + 1) for t in types]
+    fleets = sorted(itertools.product(*ranges),
+                    key=lambda c: (sum(types[t].cost_per_instance * k for t, k in enumerate(c)), sum(c), c))
+    tried = 0
+    for counts in fleets:
+        cost = sum(types[t].cost_per_instance * k for t, k in enumerate(counts))
+        if cost < min_cost - 1e-9:
+            continue
+        if tried >= MAX_WITNESS_FLEETS or (deadline is not None and time.perf_counter() > deadline):
+            return None
+        tried += 1
+        sub = fleet_problem(problem, {t: k for t, k in enumerate(counts) if k})
+        for baseline in (edf, greedy, fcfs):
+            plan = improve_plan(sub, baseline(sub))
+            if validate_assignment(sub, plan).feasible:
+                extra = {types[t].name: int(k) for t, k in enumerate(counts) if k}
+                return Witness(extra, float(cost), sub, plan, tried)
+    return None
+
+
+def describe_bound(bound: CapacityBound | None) -> str:
+    if bound is None:
+        return "capacity bound: no answer in time"
+    if bound.cost is None:
+        return "capacity bound: even every candidate instance cannot meet every SLO"
+    return f"capacity bound: extra instances cost at least {bound.cost:g}" + (
+        " (the current fleet cannot meet every SLO)" if bound.current_fleet_infeasible else "")
+
+
+def is_at_bound(cost: float, bound: CapacityBound | None) -> bool:
+    return bound is not None and bound.cost is not None and math.isclose(cost, bound.cost, rel_tol=1e-9, abs_tol=1e-9)
