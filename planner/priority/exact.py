@@ -63,6 +63,11 @@ bound stays near N / Σ t_exec).  The structure is easier to exploit directly:
   and the sibling starting with the swapped B1 is finished — was built and tested against exhaustive
   search, but measured neutral: < 1 % fewer nodes at N = 12–14 and unchanged N = 30 gaps; not shipped.)
 
+Measured without the 60 s limit (N = 30 benchmark instances, one thread): b_max = 2 seed 2 is proven
+optimal after 19.7 M nodes (229 s) and seed 1 after 20.1 M nodes (310 s), so the search itself
+finishes at 4–5× the target's budget; seed 0 (b_max = 2) is not proven after 44.7 M nodes (600 s,
+gap still 3.76 %) nor b_max = 4 seed 2 after 49 M nodes (600 s, 0.77 %).
+
 When the time or node limit stops the search, the reported upper bound on G is the smaller of
 (i) λ + max(0, U) / t_LB(root), where U bounds n − λ·t over every unexplored child of the nodes on
 the DFS stack (the smaller of the separate bounds and the Lagrangian node bound) (any plan has n − λ·t ≤ U and t ≥ t_LB(root)), (ii) the largest
