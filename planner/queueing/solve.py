@@ -158,8 +158,7 @@ def scale_up(problem: QueueingProblem, formulation: str = "auto", *, solver: str
         reason = ("even with every candidate instance the SLOs cannot all be met"
                   if run.status == SolveStatus.INFEASIBLE and chosen == "slots" else run.message or run.status.value)
         return {"status": run.status.value, "extra_instances": {}, "message": reason, "formulation": chosen, **info}
-    plan = min(plans, key=lambda p: validate_assignment(candidates, p, "scale_up").objective)
-    cost = validate_assignment(candidates, plan, "scale_up").objective
+    cost, plan = min(((validate_assignment(candidates, p, "scale_up").objective, p) for p in plans), key=lambda c: c[0])
     proven = (plan is milp_plan and run.status == SolveStatus.OPTIMAL and chosen == "slots") or is_at_bound(cost, bound)
     source = chosen if plan is milp_plan else "witness"
     return _scale_up_answer(candidates, plan, "optimal" if proven else "feasible", source, info,
@@ -262,21 +261,28 @@ def solve_queueing(problem: QueueingProblem, *, solver: str = "highs", formulati
                   run.build_seconds, message, report, bound_source, stats)
 
 
+def _infeasibility_head(proven_by_milp: bool, exact: bool, by_capacity: bool) -> str:
+    if proven_by_milp and exact:
+        return "the SLOs cannot all be met"
+    if by_capacity:
+        return "the SLOs cannot all be met (capacity bound)"
+    if proven_by_milp:
+        return "the model-block MILP finds no plan meeting every SLO (the exact slots MILP might)"
+    return "no plan meeting every SLO was found within the time limit (infeasibility not proven)"
+
+
 def _infeasible(problem, run, chosen, solver, soft_objective, recommend_scale_up, time_limit, threads, seed, t0,
                 baseline_plans):
     """Hard SLOs infeasible (or no plan within the time limit): the soft plan (warm-started from the
-    best baseline on the soft objective) and the scale-up MILP.  ``time_limit`` applies to each MILP."""
+    best baseline on the soft objective) and the scale-up (`scale_up`).  ``time_limit`` applies to each MILP.
+    The SLOs count as provably unmeetable when the exact slots MILP says so or when the capacity
+    bound of the scale-up shows that the current fleet cannot meet them."""
     stats = dict(run.stats)
     exact = chosen == "slots"
     proven = run.status == SolveStatus.INFEASIBLE
-    if not proven:
-        message = "no plan meeting every SLO was found within the time limit (infeasibility not proven)"
-    elif exact:
-        message = "the SLOs cannot all be met"
-    else:
-        message = "the model-block MILP finds no plan meeting every SLO (the exact slots MILP might)"
+    parts = []
     if proven and exact and problem.num_groups <= 12:
-        message += "; " + diagnose_infeasibility(run.milp.model, solver, time_limit_per_test=5.0).summary()
+        parts.append(diagnose_infeasibility(run.milp.model, solver, time_limit_per_test=5.0).summary())
     soft = problem.with_objective(soft_objective)
     warm = min(baseline_plans, key=lambda plan: validate_assignment(soft, plan).objective, default=None)
     soft_run = solve_milp(soft, soft_objective, chosen, solver=solver, time_limit=time_limit, threads=threads, seed=seed,
@@ -290,24 +296,23 @@ def _infeasible(problem, run, chosen, solver, soft_objective, recommend_scale_up
         report = validate_assignment(soft, plan)
         stats["soft"] = {"objective": soft_objective, "value": report.objective, "status": soft_run.status.value,
                          "late_groups": report.details.get("late_groups"), "swaps": report.details.get("swaps")}
-        message += f"; soft version ({soft_objective}) = {report.objective:g}"
+        parts.append(f"soft version ({soft_objective}) = {report.objective:g}")
+    by_capacity = False
     if recommend_scale_up:
         rec = scale_up(problem, chosen, solver=solver, time_limit=time_limit, threads=threads, seed=seed)
         stats["scale_up"] = rec
+        by_capacity = bool(rec.get("current_fleet_infeasible"))
         if rec["extra_instances"]:
-            message += "; scale-up: " + ", ".join(f"+{n} {t}" for t, n in rec["extra_instances"].items())
-            message += " (proven minimal)" if rec["status"] == "optimal" else " (suffices; minimality not proven)"
+            parts.append("scale-up: " + ", ".join(f"+{n} {t}" for t, n in rec["extra_instances"].items())
+                         + (" (proven minimal)" if rec["status"] == "optimal" else " (suffices; minimality not proven)"))
+        elif rec.get("valid"):
+            parts.append("scale-up: none needed — a plan meeting every SLO exists on the current fleet "
+                         f"({rec['formulation']}; see stats.scale_up.plan)")
         else:
-            message += f"; scale-up: {rec['message']}"
-        if rec.get("current_fleet_infeasible") and not (proven and exact):
-            proven = exact = True  # the capacity bound proves that the current fleet cannot meet every SLO
-            message = message.replace(
-                "no plan meeting every SLO was found within the time limit (infeasibility not proven)",
-                "the SLOs cannot all be met (capacity bound)").replace(
-                "the model-block MILP finds no plan meeting every SLO (the exact slots MILP might)",
-                "the SLOs cannot all be met (capacity bound)")
+            parts.append(f"scale-up: {rec['message']}")
+    message = "; ".join([_infeasibility_head(proven, exact, by_capacity), *parts])
     # The model-block MILP is a restriction: its infeasibility proves nothing about the problem.
-    status = SolveStatus.INFEASIBLE if proven and exact else SolveStatus.NO_SOLUTION
+    status = SolveStatus.INFEASIBLE if (proven and exact) or by_capacity else SolveStatus.NO_SOLUTION
     return Result(FAMILY, "milp", solver, status, None, None, time.perf_counter() - t0, plan,
                   run.build_seconds, message, report, "", stats)
 
