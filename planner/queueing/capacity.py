@@ -80,13 +80,13 @@ def _thresholds(problem: QueueingProblem) -> np.ndarray:
 
 def _queue_classes(problem: QueueingProblem):
     """(work row, tail row, earliest start per group, cap offset, type or None) per existing queue and per type."""
-    slo_models = [g.model for g in problem.groups]
+    group_models = [g.model for g in problem.groups]
     classes = []
     for q in problem.queues:
         if q.optional:
             continue
         typ = problem.types[q.type_index]
-        swap = np.array([typ.swap_time_s if m != q.loaded_model else 0.0 for m in slo_models])
+        swap = np.array([typ.swap_time_s if m != q.loaded_model else 0.0 for m in group_models])
         classes.append((problem.work_s[q.type_index], problem.tail_s[q.type_index], q.busy_s + swap, q.busy_s, None))
     for t, typ in enumerate(problem.types):
         if typ.extra_available > 0:
@@ -95,11 +95,11 @@ def _queue_classes(problem: QueueingProblem):
     return classes
 
 
-def _bound_model(problem: QueueingProblem, fix_zero: bool):
+def _bound_model(problem: QueueingProblem):
     mb = ModelBuilder("queueing-capacity-bound")
     types = problem.types
     n = mb.add_variables("extra_instances", len(types), lower=0.0,
-                         upper=[0.0 if fix_zero else float(t.extra_available) for t in types], integer=True,
+                         upper=[float(t.extra_available) for t in types], integer=True,
                          cost=[t.cost_per_instance for t in types])
     slo = problem.slo()
     completion = problem.deadline == "completion"
@@ -125,7 +125,7 @@ def _bound_model(problem: QueueingProblem, fix_zero: bool):
         mb.add_constraints(f"assign_d{d:g}", len(members), np.array([local[int(i)] for i in i_of]), y.start + np.arange(len(cells)),
                            np.ones(len(cells)), lower=1.0, upper=1.0,
                            label=lambda r, members=members: f"group {problem.groups[int(members[r])].name}")
-        for k, (work, _, _, offset, t) in enumerate(classes):
+        for k, (_, _, _, offset, t) in enumerate(classes):
             mine = np.flatnonzero(k_of == k)
             if not mine.size:
                 continue
@@ -145,7 +145,7 @@ def _bound_model(problem: QueueingProblem, fix_zero: bool):
 def capacity_lower_bound(problem: QueueingProblem, *, solver: str = "highs", time_limit: float | None = 10.0,
                          threads: int | None = None) -> CapacityBound | None:
     """The capacity bound of the module docstring; None if the solver gave no answer in time."""
-    built = _bound_model(problem, fix_zero=False)
+    built = _bound_model(problem)
     if built is None:
         return CapacityBound(None, {}, True, 0)
     model, n = built
@@ -156,13 +156,11 @@ def capacity_lower_bound(problem: QueueingProblem, *, solver: str = "highs", tim
         return None
     counts = np.round(out.x[n.start:n.start + len(problem.types)]).astype(int)
     extra = {problem.types[t].name: int(c) for t, c in enumerate(counts) if c > 0}
-    zero = _bound_model(problem, fix_zero=True)
-    if counts.sum() == 0:
-        infeasible_now = False
-    elif zero is None:
-        infeasible_now = True
-    else:
-        z = solve(zero[0], solver, SolveOptions(time_limit=time_limit, threads=threads))
+    infeasible_now = False
+    if counts.sum() > 0:  # the same rows with no extra instance allowed
+        upper = model.col_upper.copy()
+        upper[n.columns] = 0.0
+        z = solve(replace(model, col_upper=upper), solver, SolveOptions(time_limit=time_limit, threads=threads))
         infeasible_now = z.status == SolveStatus.INFEASIBLE
     return CapacityBound(float(out.objective), extra, infeasible_now, len(_thresholds(problem)))
 
