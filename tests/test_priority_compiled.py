@@ -158,3 +158,76 @@ def test_stopped_search_bound_with_frame_level_bounds(monkeypatch):
     stopped = solve_exact(problem, fcfs(problem), node_limit=1000)
     assert not stopped.proven
     assert stopped.plan.g <= optimum * (1 + 1e-9) <= stopped.bound_g * (1 + 2e-9)
+
+
+@pytest.mark.parametrize("b_max,capacity", [(2, None), (3, 2500), (4, None)])
+def test_compiled_children_equal_python_minus_lagrangian_pruned(b_max, capacity):
+    """The kernel's children = the Python children (same order, same states) without those whose
+    Lagrangian node bound is ≤ the tolerance; the kept non-leaf ones are marked as already tested."""
+    from planner.priority.exact import _ParametricSearch
+    from planner.priority.lagrangian import lagrangian_bound
+
+    problem = generate_priority_problem(12, b_max, 40 + b_max, slo_spread=0.5, token_capacity=capacity)
+    incumbent = fcfs(problem)
+    lam = incumbent.met / incumbent.total_ms
+    relaxation = lagrangian_bound(problem, lam, iterations=30)
+    search = _ParametricSearch(problem, lam, None, None, {}, relaxation)
+    assert search.compiled_expand is not None
+    rng = np.random.default_rng(b_max)
+    pruned_somewhere = False
+    for _ in range(60):
+        remaining = [i for i in range(12) if rng.random() < 0.7] or [3]
+        wait = float(rng.uniform(0, 60_000))
+        met = int(rng.integers(0, 12 - len(remaining) + 1))
+        total = float(rng.uniform(0, 300_000))
+        fast = search.compiled_children(remaining, wait, met, total)
+        expand = search.compiled_expand
+        search.compiled_expand = None
+        slow = search.children(remaining, wait, met, total)
+        search.compiled_expand = expand
+        kept = []
+        for child in slow:
+            batch, new_wait, new_met, new_total = child[2:6]
+            left = [i for i in remaining if i not in batch]
+            if left and search.lagrangian_value(left, new_wait, new_met, new_total) <= search.tolerance:
+                pruned_somewhere = True
+                continue
+            kept.append(child)
+        assert [c[:6] for c in fast] == kept
+        assert all(c[6] == bool(len(c[2]) < len(remaining)) for c in fast)
+    assert pruned_somewhere  # the filter was exercised
+
+
+def test_compiled_batched_waiting_bound_equals_python():
+    from planner.priority.compiled_search import batched_waiting_bound as compiled
+    from planner.priority.exact import batched_waiting_bound
+
+    rng = np.random.default_rng(11)
+    for _ in range(300):
+        r, b_max = int(rng.integers(0, 25)), int(rng.integers(1, 5))
+        mins = np.sort(rng.uniform(10.0, 5000.0, size=r))
+        assert compiled(mins, b_max) == batched_waiting_bound(mins.tolist(), b_max)
+
+
+@pytest.mark.parametrize("jobs,b_max,seed,capacity", [(9, 2, 1, None), (11, 2, 2, None), (10, 3, 3, 3000),
+                                                      (10, 4, 4, None), (12, 2, 5, 2500), (12, 4, 6, None)])
+def test_compiled_search_equals_python_search(monkeypatch, jobs, b_max, seed, capacity):
+    """The compiled depth-first search visits the same nodes as `visit` (same count) and ends with
+    the same plan and proof; a node-limited run of each returns a valid bound."""
+    import planner.priority.exact as exact_module
+
+    problem = generate_priority_problem(jobs, b_max, seed, slo_spread=0.5, token_capacity=capacity)
+    monkeypatch.setattr(exact_module, "PLAIN_NODE_BUDGET", 0)  # the Lagrangian bound from the start
+    runs = {}
+    for compiled in (True, False):
+        monkeypatch.setattr(exact_module, "USE_COMPILED_SEARCH", compiled)
+        runs[compiled] = solve_exact(problem, fcfs(problem))
+    fast, slow = runs[True], runs[False]
+    assert fast.proven and slow.proven
+    assert fast.nodes == slow.nodes
+    assert fast.plan == slow.plan
+    assert evaluate(FastTables(problem.tables), fast.plan.order, fast.plan.sizes) == (fast.plan.met, fast.plan.total_ms)
+    for compiled in (True, False):
+        monkeypatch.setattr(exact_module, "USE_COMPILED_SEARCH", compiled)
+        stopped = solve_exact(problem, fcfs(problem), node_limit=max(fast.nodes // 3, 2))
+        assert stopped.plan.g <= fast.plan.g * (1 + 1e-9) <= stopped.bound_g * (1 + 2e-9)

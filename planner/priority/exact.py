@@ -95,6 +95,13 @@ from planner.priority.heuristics import Plan
 from planner.priority.lagrangian import LagrangianBound, lagrangian_bound
 from planner.priority.problem import SUCCESS_TOLERANCE_MS, PriorityProblem
 
+USE_COMPILED_SEARCH = True
+"""At b_max ≥ 2 run the search compiled (`compiled_search.branch_and_bound`); False runs `visit`
+(the same search in Python; tests compare the two)."""
+COMPILED_CHUNK_NODES = 2_000
+"""Nodes of the first chunk of the compiled search (later chunks aim at COMPILED_CHUNK_SECONDS each:
+the time and node limits are checked between chunks)."""
+COMPILED_CHUNK_SECONDS = 0.05
 VALUE_TOLERANCE = 1e-9  # an improvement of n − λ·t must exceed this (relative to N) to count
 MAX_MEMO_LABELS = 3_000_000
 OPEN_CHILDREN_BOUNDED = 500
@@ -210,6 +217,26 @@ class _ParametricSearch:
                 self.by_due_array = np.array(self.by_due, dtype=np.int64)
                 self.scratch = np.empty(self.jobs)
         self.frames: list[_Frame] = []
+        self.compiled_expand = None
+        self.compiled_waiting = None
+        if self.b_max >= 2:
+            try:  # lazy: numba's import is slow
+                from planner.priority.compiled_search import batched_waiting_bound as waiting_kernel
+                from planner.priority.compiled_search import expand_batches
+            except ImportError:
+                expand_batches = None
+            if expand_batches is not None:
+                self.compiled_expand = expand_batches
+                self.compiled_waiting = waiting_kernel
+                self.exec_array = np.ascontiguousarray(tab.exec_ms, dtype=np.float64)
+                self.slack_array = np.ascontiguousarray(tab.slack_ms + SUCCESS_TOLERANCE_MS, dtype=np.float64)
+                self.token_array = np.ascontiguousarray(tab.tokens, dtype=np.int64)
+                if relaxation is not None:
+                    self.to_go_array = np.ascontiguousarray(relaxation.to_go, dtype=np.float64)
+                    self.multiplier_array = np.ascontiguousarray(relaxation.multipliers, dtype=np.float64)
+                else:
+                    self.to_go_array = np.zeros((1, 1))
+                    self.multiplier_array = np.zeros(self.jobs)
 
     # ---- bounds -------------------------------------------------------------------------
     def max_more_met(self, remaining: list[int], wait: float, remaining_mask: int | None = None) -> int:
@@ -252,7 +279,10 @@ class _ParametricSearch:
             if self.b_max == 1:  # SPT: the k-th shortest job delays the count - k - 1 after it
                 cached = sum(mins) + sum(m * (count - k - 1) for k, m in enumerate(mins))
             else:
-                waiting = batched_waiting_bound(mins, self.b_max)
+                if self.compiled_waiting is not None:
+                    waiting = self.compiled_waiting(np.array(mins), self.b_max)
+                else:
+                    waiting = batched_waiting_bound(mins, self.b_max)
                 if self.compiled_size_sequence is not None:
                     waiting = max(waiting, self.compiled_size_sequence(np.array(mins), self.b_max))
                 cached = sum(mins) + waiting
@@ -343,6 +373,8 @@ class _ParametricSearch:
                 out.append((lam * added - gained, e, (job,), wait + e, met + gained, total + added))
             out.sort(key=lambda c: (c[0], c[1]))
             return out
+        if self.compiled_expand is not None:
+            return self.compiled_children(remaining, wait, met, total)
         for size in range(1, min(self.b_max, len(remaining)) + 1):
             col = size - 1
             for batch in itertools.combinations(remaining, size):
@@ -358,17 +390,124 @@ class _ParametricSearch:
         out.sort(key=lambda c: (c[0], c[1]))
         return out
 
-    def visit(self, mask: int, remaining: list[int], wait: float, met: int, total: float) -> None:
+    def compiled_children(self, remaining: list[int], wait: float, met: int, total: float) -> list[tuple]:
+        """`children` at b_max ≥ 2 by the compiled kernel (`compiled_search.expand_batches`): the same
+        children in the same order, minus those the Lagrangian node bound prunes (each such child's
+        visit would end at that same test, which does not change during the search); the kept ones
+        carry a 7th entry True when that test already passed (their visit skips it)."""
+        relaxation = self.relaxation
+        use_bound = relaxation is not None
+        keys, longest, members, new_wait, new_met, new_total, bounded = self.compiled_expand(
+            np.array(remaining, dtype=np.int64), wait, met, total, self.lam, self.exec_array, self.slack_array,
+            self.token_array, math.inf if self.capacity is None else float(self.capacity), self.b_max, use_bound,
+            relaxation.lam if use_bound else 0.0, relaxation.step if use_bound else 1.0, self.to_go_array,
+            self.multiplier_array, self.jobs, self.tolerance)
+        order = np.lexsort((longest, keys))  # stable: as ``list.sort`` on (key, longest)
+        sizes = (members[order] >= 0).sum(axis=1).tolist()
+        return [(key, long, tuple(row[:size]), w, m, t, b) for key, long, row, size, w, m, t, b in zip(
+            keys[order].tolist(), longest[order].tolist(), members[order].tolist(), sizes, new_wait[order].tolist(),
+            new_met[order].tolist(), new_total[order].tolist(), bounded[order].tolist())]
+
+    def run(self) -> None:
+        """The whole search from the root (raises `_Stop` at the time or node limit): compiled at
+        b_max ≥ 2 when numba is available, else `visit`."""
+        if (USE_COMPILED_SEARCH and self.b_max >= 2 and self.compiled_expand is not None
+                and self.compiled_moore_hodgson is not None):
+            self.run_compiled()
+        else:
+            self.count_node()
+            self.visit((1 << self.jobs) - 1, list(range(self.jobs)), 0.0, 0, 0.0)
+
+    def count_node(self) -> None:
+        """Count a node about to be visited; raise `_Stop` at the limits (checked every 64 nodes:
+        at b_max = 4 one node can take ~50 ms in Python, its children)."""
         self.nodes += 1
-        if self.nodes & 63 == 0:  # often: at b_max = 4 one node can take ~50 ms (its children)
+        if self.nodes & 63 == 0:
             if self.deadline is not None and time.perf_counter() > self.deadline:
                 raise _Stop("time limit")
             if self.node_limit is not None and self.nodes > self.node_limit:
                 raise _Stop("node limit")
+
+    def run_compiled(self) -> None:
+        """`visit`'s search run by `compiled_search.branch_and_bound` (same tests, same order, same
+        incumbents) in chunks of nodes; between chunks the time and node limits are checked, and at a
+        stop the stack is copied into ``frames`` for `open_bounds`."""
+        from numba import types
+        from numba.typed import Dict
+
+        from planner.priority import compiled_search as kernel
+
+        jobs, b_max = self.jobs, self.b_max
+        width = sum(kernel._batch_count(r, b_max) for r in range(1, jobs + 1))
+        relaxation = self.relaxation
+        use_bound = relaxation is not None
+        state = np.zeros(6, dtype=np.int64)
+        lam_state = np.array([self.lam, 0.0, 0.0])
+        frames = [np.zeros(jobs + 1, dtype=np.int64) for _ in range(2)]
+        frame_mask, frame_met = frames
+        frame_wait, frame_total = np.zeros(jobs + 1), np.zeros(jobs + 1)
+        frame_start, frame_end, frame_next = (np.zeros(jobs + 1, dtype=np.int64) for _ in range(3))
+        keys, longest, new_wait, new_total = (np.empty(width) for _ in range(4))
+        members = np.full((width, b_max), -1, dtype=np.int64)
+        new_met = np.empty(width, dtype=np.int64)
+        bounded = np.zeros(width, dtype=np.bool_)
+        labels = MAX_MEMO_LABELS
+        lab_wait, lab_total = np.empty(labels), np.empty(labels)
+        lab_met, lab_next = np.empty(labels, dtype=np.int64), np.empty(labels, dtype=np.int64)
+        memo = Dict.empty(types.int64, types.int64)
+        latency_cache = Dict.empty(types.int64, types.float64)
+        best_order, best_sizes = np.zeros(jobs, dtype=np.int64), np.zeros(jobs, dtype=np.int64)
+        by_min_exec = np.array(self.by_min_exec, dtype=np.int64)
+        min_exec = np.array(self.min_exec)
+        capacity = math.inf if self.capacity is None else float(self.capacity)
+        chunk = COMPILED_CHUNK_NODES
+        while True:
+            budget = int(state[kernel.STATE_NODES]) + chunk
+            if self.node_limit is not None:
+                budget = min(budget, self.node_limit + 1)
+            started = time.perf_counter()
+            status = kernel.branch_and_bound(
+                state, lam_state, frame_mask, frame_wait, frame_met, frame_total, frame_start, frame_end, frame_next,
+                keys, longest, members, new_wait, new_met, new_total, bounded, memo, lab_wait, lab_met, lab_total,
+                lab_next, latency_cache, labels, self.exec_array, self.slack_array, self.token_array, capacity, b_max,
+                use_bound, relaxation.lam if use_bound else 0.0, relaxation.step if use_bound else 1.0,
+                self.to_go_array, self.multiplier_array, self.tolerance, min_exec, by_min_exec,
+                self.latest_start_array, self.due_array, self.proc_array, self.by_due_array, best_order, best_sizes,
+                budget)
+            elapsed = time.perf_counter() - started
+            self.nodes = int(state[kernel.STATE_NODES])
+            self.lam = float(lam_state[0])
+            if state[kernel.STATE_FOUND]:
+                batches = int(state[kernel.STATE_BATCHES])
+                self.best = Plan(tuple(best_order.tolist()), tuple(best_sizes[:batches].tolist()),
+                                 int(lam_state[1]), float(lam_state[2]))
+            if status == kernel.SEARCH_DONE:
+                return
+            reason = None
+            if self.deadline is not None and time.perf_counter() > self.deadline:
+                reason = "time limit"
+            elif self.node_limit is not None and self.nodes > self.node_limit:
+                reason = "node limit"
+            if reason is not None:
+                self.frames = []
+                for d in range(int(state[kernel.STATE_DEPTH])):
+                    start, end = int(frame_start[d]), int(frame_end[d])
+                    children = [(float(keys[k]), float(longest[k]), tuple(j for j in members[k].tolist() if j >= 0),
+                                 float(new_wait[k]), int(new_met[k]), float(new_total[k]), bool(bounded[k]))
+                                for k in range(start, end)]
+                    self.frames.append(_Frame(int(frame_mask[d]), float(frame_wait[d]), int(frame_met[d]),
+                                              float(frame_total[d]), children, int(frame_next[d]) - start))
+                raise _Stop(reason)
+            chunk = int(min(max(chunk * COMPILED_CHUNK_SECONDS / max(elapsed, 1e-6), 1_000), 5_000_000))
+
+    def visit(self, mask: int, remaining: list[int], wait: float, met: int, total: float,
+              bounded: bool = False) -> None:
+        """One node (counted by the caller with `count_node`, before it is marked explored: a stop
+        there leaves it among the unexplored children that `open_bounds` bounds)."""
         if not remaining:
             self.record([], [], met, total)
             return
-        if self.relaxation is not None and self.lagrangian_value(remaining, wait, met, total) <= self.tolerance:
+        if not bounded and self.relaxation is not None and self.lagrangian_value(remaining, wait, met, total) <= self.tolerance:
             return
         more_latency = self.min_more_latency(mask, len(remaining), wait)
         more_met = self.max_more_met(remaining, wait, mask)
@@ -384,13 +523,16 @@ class _ParametricSearch:
         if self.b_max == 1:
             self.cache_child_latency(mask, len(remaining))
         self.frames.append(frame)
-        for _, _, batch, new_wait, new_met, new_total in frame.children:
+        for child in frame.children:
+            batch, new_wait, new_met, new_total = child[2:6]
+            self.count_node()
             frame.explored += 1
             new_mask = mask
             for i in batch:
                 new_mask &= ~(1 << i)
             self.path.append(batch)
-            self.visit(new_mask, [i for i in remaining if new_mask >> i & 1], new_wait, new_met, new_total)
+            self.visit(new_mask, [i for i in remaining if new_mask >> i & 1], new_wait, new_met, new_total,
+                       len(child) > 6 and child[6])
             self.path.pop()
         self.frames.pop()
 
@@ -420,7 +562,8 @@ class _ParametricSearch:
                 if total_lb > 0:
                     ratio_ub = max(ratio_ub, met_ub / total_lb)
                 continue
-            for _, _, batch, wait, met, total in unexplored:
+            for child in unexplored:
+                batch, wait, met, total = child[2:6]
                 mask = frame.mask
                 for i in batch:
                     mask &= ~(1 << i)
@@ -496,7 +639,7 @@ def search_once(problem: PriorityProblem, incumbent: Plan, deadline: float | Non
         return ExactOutcome(incumbent, True, incumbent.g, 0, time.perf_counter() - started,
                             "proven by the Lagrangian bound")
     try:
-        search.visit(full, list(range(problem.size)), 0.0, 0, 0.0)
+        search.run()
     except _Stop as stop:
         best = search.best or incumbent
         value_ub, ratio_ub = search.open_bounds()
