@@ -11,6 +11,7 @@ import pytest
 from conftest import REPO, run_cli
 from planner.harness import available_families
 
+FIG3 = REPO / "instances" / "priority" / "fig3_toy.yaml"
 FIG4 = REPO / "instances" / "priority" / "fig4_toy.yaml"
 TABLE2_REF = str(REPO / "models" / "bilinear" / "qwen2.5-7b__v100-32gb-sxm2__tp2.yaml")
 
@@ -72,10 +73,18 @@ def test_harness_entry():
     assert result.objective == pytest.approx(3 / 1.8)
 
 
-def _write(tmp_path: Path, jobs: str, head: str = "b_max: 2") -> Path:
+def _write(tmp_path: Path, jobs: str, head: str = "b_max: 2", cost_model: bool = True) -> Path:
     path = tmp_path / "bad.yaml"
-    path.write_text(f"family: priority\nname: bad\n{head}\ncost_model: {TABLE2_REF}\njobs:\n{jobs}")
+    cost = f"cost_model: {TABLE2_REF}\n" if cost_model else ""
+    path.write_text(f"family: priority\nname: bad\n{head}\n{cost}jobs:\n{jobs}")
     return path
+
+
+def _assert_one_line(err: str, path: Path, expected: str) -> None:
+    assert expected in err
+    assert str(path) in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert len(err.strip()) < 250, "the message echoes the whole input"
 
 
 GOOD_JOB = "  - {name: a, kind: e2e, input_tokens: 100, output_tokens: 50, slo_e2e_ms: 30000}\n"
@@ -83,22 +92,73 @@ GOOD_JOB = "  - {name: a, kind: e2e, input_tokens: 100, output_tokens: 50, slo_e
 
 @pytest.mark.parametrize(("jobs", "head", "expected"), [
     ("  - {name: a, kind: summarize, input_tokens: 100, output_tokens: 50, slo_e2e_ms: 30000}\n", "b_max: 2",
-     "jobs.0.kind: unknown task type 'summarize'"),
+     "jobs[0].kind: unknown task type 'summarize'"),
     ("  - {name: a, kind: e2e, input_tokens: 100, output_tokens: 50, slo_e2e_ms: 0}\n", "b_max: 2",
-     "jobs.0.slo_e2e_ms"),
+     "jobs[0].slo_e2e_ms"),
     ("  - {name: a, kind: chat, input_tokens: 100, output_tokens: 50, slo_ttft_ms: -5, slo_tpot_ms: 50}\n", "b_max: 2",
-     "jobs.0.slo_ttft_ms"),
+     "jobs[0].slo_ttft_ms"),
     (GOOD_JOB, "b_max: 0", "b_max: must be at least 1"),
     ("  - {name: a, kind: chat, input_tokens: 100, output_tokens: 50, slo_ttft_ms: 500}\n", "b_max: 2",
-     "a chat job needs slo_ttft_ms and slo_tpot_ms"),
+     "jobs[0].slo_tpot_ms: required for a chat job"),
+    # booleans are not numbers (YAML true/false used to run as 1/0)
+    ("  - {name: a, kind: e2e, input_tokens: true, output_tokens: 50, slo_e2e_ms: 30000}\n", "b_max: 2",
+     "jobs[0].input_tokens: expected a number, got the boolean true"),
+    ("  - {name: a, kind: e2e, input_tokens: 100, output_tokens: 50, slo_e2e_ms: true}\n", "b_max: 2",
+     "jobs[0].slo_e2e_ms: expected a number, got the boolean true"),
+    (GOOD_JOB, "b_max: true", "b_max: expected a number, got the boolean true"),
+    (GOOD_JOB, "b_max: 2\ntoken_capacity: false", "token_capacity: expected a number, got the boolean false"),
+    (GOOD_JOB, "b_max: 2\nmemory: {memory_gb: true, utility: 0.9, kv_bytes_per_token: 524288}",
+     "memory.memory_gb: expected a number, got a boolean"),
+    # absurd lengths are rejected up front (10**12 tokens used to end in a 7 TiB MemoryError)
+    ("  - {name: a, kind: chat, input_tokens: 16, output_tokens: 1000000000000, slo_ttft_ms: 500, slo_tpot_ms: 50}\n",
+     "b_max: 2", "jobs[0].output_tokens: must be at most 1,000,000 tokens"),
+    # SLOs of the other kind are an error, not silently ignored
+    ("  - {name: a, kind: e2e, input_tokens: 100, output_tokens: 50, slo_e2e_ms: 30000, slo_ttft_ms: 100}\n",
+     "b_max: 2", "jobs[0].slo_ttft_ms: does not apply to an e2e job"),
+    (("  - {name: a, kind: chat, input_tokens: 100, output_tokens: 50, slo_ttft_ms: 500, slo_tpot_ms: 50, "
+      "slo_e2e_ms: 9000}\n"), "b_max: 2", "jobs[0].slo_e2e_ms: does not apply to a chat job"),
+    # cross-field problems name their field instead of echoing the whole file
+    (GOOD_JOB + GOOD_JOB, "b_max: 2", "jobs[1].name: job name 'a' appears twice"),
+    (GOOD_JOB, "b_max: 2\ntoken_capacity: 10", "token_capacity: 10 is less than the 150 tokens (input + output) of job 'a'"),
 ])
 def test_bad_input_is_one_line(monkeypatch, capsys, tmp_path, jobs, head, expected):
     path = _write(tmp_path, jobs, head)
-    code, out, err = run_cli(monkeypatch, capsys, "solve", "priority", str(path))
+    code, _, err = run_cli(monkeypatch, capsys, "solve", "priority", str(path))
     assert code == 2
-    assert expected in err
-    assert str(path) in err
-    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    _assert_one_line(err, path, expected)
+
+
+def test_missing_cost_model_names_the_field(monkeypatch, capsys, tmp_path):
+    path = _write(tmp_path, GOOD_JOB, cost_model=False)
+    code, _, err = run_cli(monkeypatch, capsys, "solve", "priority", str(path))
+    assert code == 2
+    _assert_one_line(err, path, "cost_model: required: job 'a' has no exec_ms table")
+
+
+def test_short_exec_ms_table_names_the_job(monkeypatch, capsys):
+    code, _, err = run_cli(monkeypatch, capsys, "solve", "priority", str(FIG3), "--b-max", "2")
+    assert code == 2
+    _assert_one_line(err, FIG3, "jobs[0].exec_ms: gives latencies for 1 batch size(s), b_max is 2")
+
+
+def test_huge_b_max_is_the_number_of_jobs(monkeypatch, capsys):
+    # b_max > N allows nothing more than b_max = N; tables sized by 10**6 used to exhaust memory.
+    code, out, err = run_cli(monkeypatch, capsys, "solve", "priority", str(FIG4), "--b-max", "1000000", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["status"] == "optimal" and data["objective"] == pytest.approx(3 / 1.8)
+
+
+def test_compare_rejects_a_bad_time_limit(monkeypatch, capsys):
+    code, _, err = run_cli(monkeypatch, capsys, "compare", "priority", str(FIG4), "--time-limit", "-1")
+    assert code == 2 and "--time-limit must be positive, got -1" in err and len(err.strip().splitlines()) == 1
+
+
+def test_multi_instance_without_capacity_names_the_file(monkeypatch, capsys, tmp_path):
+    path = _write(tmp_path, GOOD_JOB + GOOD_JOB.replace("name: a", "name: b"))
+    code, _, err = run_cli(monkeypatch, capsys, "solve", "priority", str(path), "--instances", "2", "--method", "fcfs")
+    assert code == 2
+    _assert_one_line(err, path, "token_capacity: required with --instances 2")
 
 
 def test_bad_b_max_option(monkeypatch, capsys):

@@ -77,7 +77,8 @@ def test_chat_job_ttft_and_tpot():
 def test_bilinear_tables_match_table2_by_hand():
     model = load_cost_model(TABLE2)
     job = {"name": "a", "kind": "e2e", "input_tokens": 1000, "output_tokens": 2, "slo_e2e_ms": 1e6}
-    problem = PriorityProblem(name="t2", jobs=[job], b_max=2, cost_model=model)
+    # two jobs: b_max is stored as min(b_max, N), so batch size 2 needs N ≥ 2
+    problem = PriorityProblem(name="t2", jobs=[job, {**job, "name": "b"}], b_max=2, cost_model=model)
     # Eq. 14 at b=1, l=1000: 0.1*1000 + 5.7 + 0.01*1000 + 43.67 = 159.37 ms.
     assert problem.tables.prefill_ms[0, 0] == pytest.approx(159.37)
     # Eq. 15: tau_d(1, 1001) = 0.0002*1001 + 0.275 + 0.00088*1001 + 15.85 = 17.20608;
@@ -143,3 +144,13 @@ def test_token_capacity_limits_batches():
         assert result.validation.feasible, method
         assert all(size == 1 for size in result.solution.plans[0].batch_sizes), method
     assert run_method(problem, "exact").objective == pytest.approx(3 / 1.8)
+
+
+def test_b_max_above_the_job_count_is_stored_as_the_job_count():
+    # b_max > N allows no more plans than b_max = N; the (N × b_max) tables stay N × N.
+    model = load_cost_model(TABLE2)
+    jobs = [{"name": f"j{i}", "kind": "e2e", "input_tokens": 100, "output_tokens": 10, "slo_e2e_ms": 1e4} for i in range(3)]
+    problem = PriorityProblem(name="wide", jobs=jobs, b_max=10**6, cost_model=model)
+    assert problem.b_max == 3 and problem.tables.exec_ms.shape == (3, 3)
+    same = PriorityProblem(name="n", jobs=jobs, b_max=3, cost_model=model)
+    assert problem.tables.exec_ms.tolist() == same.tables.exec_ms.tolist()

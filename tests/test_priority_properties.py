@@ -3,12 +3,19 @@ determinism, the exact search's bound under a node limit, and Alg. 2."""
 
 from __future__ import annotations
 
+import itertools
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
 import pytest
 
 from planner.priority.exact import batched_waiting_bound, solve_exact
-from planner.priority.exhaustive import compositions
+from planner.priority.exhaustive import compositions, exhaustive_search, permutation_blocks
 from planner.priority.generator import generate_priority_problem
 from planner.priority.heuristics import HEURISTICS, fcfs
+from planner.priority.instance import load_priority_instance
 from planner.priority.multi import assign_instances, token_num
 from planner.priority.solve import run_exhaustive, run_method, run_multi_instance, to_schedule
 from planner.priority.validator import validate_schedule
@@ -88,3 +95,30 @@ def test_multi_instance_assignment_and_plan():
     assert result.objective == pytest.approx(result.solution.g_per_s, rel=1e-9)
     # Eq. 20: 64 GB at utility 0.9, 0.5 MB per token -> 64e9 * 0.9 / 524288 = 109863 tokens
     assert token_num(64e9, 0.9, 524288) == 109863
+
+
+@pytest.mark.parametrize("tail", [1, 2, 3, 8])
+def test_permutation_blocks_stream_every_order_in_lexicographic_order(tail):
+    for n in range(1, 8):
+        blocks = list(permutation_blocks(n, tail))
+        assert all(block.shape == (len(blocks[0]), n) for block in blocks)
+        assert np.concatenate(blocks).tolist() == [list(p) for p in itertools.permutations(range(n))]
+
+
+def test_exhaustive_at_the_largest_n_honours_the_time_limit_in_bounded_memory():
+    # N = 12 is allowed; building all 12! orders at once used to need ~46 GB before the first time check.
+    problem = load_priority_instance(Path(__file__).resolve().parents[1] / "instances" / "priority" /
+                                     "hetero_n12_b4_mem.yaml")
+    assert problem.size == 12
+    tracemalloc.start()
+    try:
+        started = time.perf_counter()
+        plan, finished, evaluated = exhaustive_search(problem, time_limit=0.3)
+        seconds = time.perf_counter() - started
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert not finished and 0 < evaluated < 479_001_600
+    assert seconds < 3.0
+    assert peak < 100e6
+    assert sorted(plan.order) == list(range(12)) and sum(plan.sizes) == 12

@@ -23,7 +23,7 @@ from planner.cli.common import (
     to_json,
     write_output,
 )
-from planner.errors import PlannerError
+from planner.errors import InputError, PlannerError
 
 if TYPE_CHECKING:
     from planner.core.result import Result
@@ -42,6 +42,19 @@ ExactMethodOption = Annotated[str, typer.Option(
 def _check_exact_method(exact_method: str) -> None:
     if exact_method not in EXACT_METHODS:
         raise PlannerError(f"unknown --exact-method {exact_method!r} (use one of {', '.join(EXACT_METHODS)})")
+
+
+def _check_time_limit(time_limit: float | None) -> None:
+    if time_limit is not None and not time_limit > 0:  # also rejects nan
+        raise PlannerError(f"--time-limit must be positive, got {time_limit}")
+
+
+def _check_multi_instance(instance: Path, problem: PriorityProblem, instances: int) -> None:
+    if instances < 1:
+        raise PlannerError(f"--instances must be at least 1, got {instances}")
+    if instances > 1 and problem.token_capacity is None:
+        raise InputError(instance, "token_capacity", f"required with --instances {instances} (multi-instance mode "
+                                                     "assigns jobs by memory, Eq. 20): give token_capacity or memory")
 
 
 def _load(instance: Path, b_max: int | None) -> PriorityProblem:
@@ -99,9 +112,9 @@ def solve_priority_cmd(
     if method not in METHODS:
         raise PlannerError(f"unknown --method {method!r} (use one of {', '.join(METHODS)})")
     _check_exact_method(exact_method)
-    if time_limit is not None and time_limit <= 0:
-        raise PlannerError(f"--time-limit must be positive, got {time_limit}")
+    _check_time_limit(time_limit)
     problem = _load(instance, b_max)
+    _check_multi_instance(instance, problem, instances)
     if instances != 1:
         result = run_multi_instance(problem, instances, method, seed=seed, time_limit=time_limit)
     else:
@@ -132,6 +145,7 @@ def compare_priority_cmd(
     from planner.priority.solve import run_method
 
     _check_exact_method(exact_method)
+    _check_time_limit(time_limit)
     problem = _load(instance, b_max)
     results = [run_method(problem, name, seed=seed) for name in HEURISTICS]
     exact = run_method(problem, "exact", time_limit=time_limit, seed=seed, exact_method=exact_method)

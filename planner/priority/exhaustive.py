@@ -1,9 +1,11 @@
 """Exhaustive search, the paper's baseline (§2.4): every permutation × every batch split.
 
 Batch splits are the compositions of N into parts of size 1..b_max; each composition is scored on
-all N! permutations at once with the vectorised evaluator (in chunks).  O(N!·2^N): use it for
-N ≲ 10 at b_max = 1 and N ≲ 7 otherwise.  Ties keep the first plan in (composition, permutation)
-lexicographic order, so the result is deterministic.
+all N! permutations with the vectorised evaluator, streamed in blocks of at most TAIL! rows (one
+block per ordered prefix of the first N − TAIL positions) so that memory stays bounded at any N and
+the time limit is checked between blocks.  O(N!·2^N): use it for N ≲ 10 at b_max = 1 and N ≲ 7
+otherwise.  Ties keep the first plan in (composition, permutation) lexicographic order, so the
+result is deterministic.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Iterator
+from functools import cache
 
 import numpy as np
 
@@ -20,7 +23,8 @@ from planner.priority.heuristics import Plan
 from planner.priority.problem import PriorityProblem
 
 MAX_EXHAUSTIVE_JOBS = 12
-CHUNK = 200_000
+TAIL = 8
+"""Blocks hold the 8! = 40320 orders of the last 8 positions (~4 MB of indices at N = 12)."""
 
 
 def compositions(total: int, largest: int) -> Iterator[tuple[int, ...]]:
@@ -33,6 +37,26 @@ def compositions(total: int, largest: int) -> Iterator[tuple[int, ...]]:
             yield (first, *rest)
 
 
+@cache
+def _all_orders(k: int) -> np.ndarray:
+    orders = np.array(list(itertools.permutations(range(k))), dtype=np.int64).reshape(-1, k)
+    orders.setflags(write=False)
+    return orders
+
+
+def permutation_blocks(n: int, tail: int = TAIL) -> Iterator[np.ndarray]:
+    """All permutations of range(n) in lexicographic order (as `itertools.permutations`), as
+    (k!, n) arrays with k = min(n, tail): one block per ordered choice of the first n − k jobs."""
+    k = min(n, tail)
+    suffixes = _all_orders(k)
+    for prefix in itertools.permutations(range(n), n - k):
+        rest = np.array(sorted(set(range(n)).difference(prefix)), dtype=np.int64)
+        block = np.empty((suffixes.shape[0], n), dtype=np.int64)
+        block[:, :n - k] = prefix
+        block[:, n - k:] = rest[suffixes]
+        yield block
+
+
 def exhaustive_search(problem: PriorityProblem, time_limit: float | None = None) -> tuple[Plan, bool, int]:
     """(best plan, finished, plans evaluated).  ``finished`` is False when the time limit cut the
     enumeration short (the plan is then the best found so far)."""
@@ -42,20 +66,18 @@ def exhaustive_search(problem: PriorityProblem, time_limit: float | None = None)
                            "(use --method exact)")
     tables = problem.tables
     started = time.perf_counter()
-    perms = np.array(list(itertools.permutations(range(n))), dtype=np.int64)
     best: Plan | None = None
     best_key = -1.0
     evaluated = 0
     for sizes in compositions(n, problem.b_max):
-        for lo in range(0, perms.shape[0], CHUNK):
-            chunk = perms[lo:lo + CHUNK]
-            met, total, fits = evaluate_orders(tables, chunk, sizes, problem.token_capacity)
-            evaluated += chunk.shape[0]
+        for orders in permutation_blocks(n):
+            met, total, fits = evaluate_orders(tables, orders, sizes, problem.token_capacity)
+            evaluated += orders.shape[0]
             g = np.where(fits, 1000.0 * met / np.maximum(total, 1e-300), -1.0)
             k = int(np.argmax(g))
             if fits[k] and g[k] > best_key:
                 best_key = float(g[k])
-                best = Plan(tuple(int(j) for j in chunk[k]), tuple(sizes), int(met[k]), float(total[k]))
+                best = Plan(tuple(int(j) for j in orders[k]), tuple(sizes), int(met[k]), float(total[k]))
             if time_limit is not None and time.perf_counter() - started > time_limit:
                 if best is None:
                     raise PlannerError(f"exhaustive search hit its {time_limit:g} s limit before finding a plan")

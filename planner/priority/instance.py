@@ -15,7 +15,10 @@
       # toy jobs may give explicit latencies per batch size instead of a cost model:
       - {name: a, kind: e2e, input_tokens: 1, output_tokens: 1, slo_e2e_ms: 600, exec_ms: [300, 500, 800]}
 
-Every problem becomes one `InputError` line naming the file and field.
+Every problem becomes one `InputError` line naming the file and field (``jobs[2].slo_tpot_ms``),
+never an echo of the whole input.  Numbers must be numbers (YAML true/false are rejected), lengths
+are at most `planner.priority.problem.MAX_JOB_TOKENS`, a job gives only the SLOs of its kind, and a ``b_max`` above the
+number of jobs is stored as the number of jobs (it allows no other plans).
 """
 
 from __future__ import annotations
@@ -24,13 +27,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
-from planner.core.io import read_yaml_mapping, resolve_relative, validate_model
+from planner.core.io import read_yaml_mapping, resolve_relative
 from planner.costmodels.files import load_cost_model
 from planner.costmodels.models import BilinearCostModel
 from planner.errors import InputError, PlannerError
 from planner.priority.multi import token_num
-from planner.priority.problem import PriorityProblem
+from planner.priority.problem import FieldError, PriorityProblem
 
 KNOWN_KEYS = {"family", "name", "description", "b_max", "cost_model", "token_capacity", "memory", "jobs"}
 
@@ -49,14 +53,16 @@ def load_priority_instance(path: Path | str, b_max: int | None = None) -> Priori
         data["b_max"] = b_max
     if "b_max" not in data:
         raise InputError(path, "b_max", "required field is missing")
-    if isinstance(data["b_max"], int) and not isinstance(data["b_max"], bool) and data["b_max"] < 1:
+    if isinstance(data["b_max"], bool):
+        raise InputError(path, "b_max", f"expected a number, got the boolean {str(data['b_max']).lower()}")
+    if isinstance(data["b_max"], int) and data["b_max"] < 1:
         raise InputError(path, "b_max", f"must be at least 1, got {data['b_max']}")
     jobs = data.get("jobs")
     if not isinstance(jobs, list) or not jobs:
         raise InputError(path, "jobs", "must be a non-empty list of jobs")
     for k, job in enumerate(jobs):
         if isinstance(job, dict) and "kind" in job and job["kind"] not in ("e2e", "chat"):
-            raise InputError(path, f"jobs.{k}.kind", f"unknown task type {job['kind']!r} (use e2e or chat)")
+            raise InputError(path, f"jobs[{k}].kind", f"unknown task type {job['kind']!r} (use e2e or chat)")
     cost = data.get("cost_model")
     model: BilinearCostModel | None = None
     if cost is not None:
@@ -76,6 +82,9 @@ def load_priority_instance(path: Path | str, b_max: int | None = None) -> Priori
             raise InputError(path, "memory", "give either token_capacity or memory, not both")
         if not isinstance(memory, dict) or set(memory) != {"memory_gb", "utility", "kv_bytes_per_token"}:
             raise InputError(path, "memory", "needs exactly memory_gb, utility and kv_bytes_per_token")
+        flags = [key for key, value in memory.items() if isinstance(value, bool)]
+        if flags:
+            raise InputError(path, f"memory.{flags[0]}", "expected a number, got a boolean")
         try:
             capacity = token_num(float(memory["memory_gb"]) * 1e9, float(memory["utility"]), float(memory["kv_bytes_per_token"]))
         except (TypeError, ValueError, PlannerError) as exc:
@@ -88,7 +97,42 @@ def load_priority_instance(path: Path | str, b_max: int | None = None) -> Priori
         "cost_model": model,
         "jobs": jobs,
     }
-    return validate_model(PriorityProblem, payload, path)
+    try:
+        return PriorityProblem.model_validate(payload)
+    except ValidationError as exc:
+        field, problem = describe_validation_error(exc)
+        raise InputError(path, field, problem) from None
+
+
+def describe_validation_error(exc: ValidationError) -> tuple[str, str]:
+    """The first error as (field, problem), e.g. ("jobs[2].slo_tpot_ms", "required for a chat job").
+    Names the precise field of a `FieldError`; echoes the offending value only when it is short."""
+    err = exc.errors()[0]
+    loc = err.get("loc", ())
+    cause = (err.get("ctx") or {}).get("error")
+    if isinstance(cause, FieldError):
+        return field_path(loc, cause.field), cause.problem
+    kind = err.get("type")
+    if kind == "extra_forbidden":
+        return field_path(loc), "unknown field (check the spelling)"
+    if kind == "missing":
+        return field_path(loc), "required field is missing"
+    problem = err.get("msg", "invalid value").removeprefix("Value error, ")
+    value = err.get("input")
+    short = isinstance(value, (int, float, str)) and not isinstance(value, bool) and len(repr(value)) <= 40
+    if kind != "value_error" and short:  # own ValueErrors already say what they got
+        problem = f"{problem} (got {value!r})"
+    return field_path(loc), problem
+
+
+def field_path(loc: tuple[int | str, ...], tail: str = "") -> str:
+    """("jobs", 3, "name") -> "jobs[3].name"; ``tail`` (a FieldError's field) is appended."""
+    path = ""
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    if tail:
+        path = f"{path}.{tail}" if path else tail
+    return path
 
 
 def problem_to_yaml(problem: PriorityProblem, cost_model_ref: str | None) -> str:

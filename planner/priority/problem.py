@@ -22,10 +22,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from planner.core.types import Frozen
 from planner.costmodels.models import BilinearCostModel
@@ -33,36 +42,79 @@ from planner.costmodels.models import BilinearCostModel
 SUCCESS_TOLERANCE_MS = 1e-7
 """A job meets its SLO when ``wait ≤ slack + SUCCESS_TOLERANCE_MS`` (guards float round-off)."""
 
+MAX_JOB_TOKENS = 1_000_000
+"""Upper limit on a job's input and output length: far beyond any model context, and it keeps the
+validator's per-token arrays small (a typo such as 10**12 tokens is an error, not a MemoryError)."""
+
+
+class FieldError(ValueError):
+    """A validation problem of one named field (relative to the model that raises it); the loader
+    turns it into ``<file>: <field>: <problem>`` instead of echoing the whole input."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+        self.problem = problem
+
+
+def _not_bool(value: Any) -> Any:
+    # pydantic's lax mode reads true/false as 1/0; a boolean where a number belongs is a mistake.
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, got the boolean {str(value).lower()}")  # noqa: TRY004 (pydantic needs ValueError)
+    return value
+
+
+NoBool = BeforeValidator(_not_bool)
+Count = Annotated[PositiveInt, NoBool]
+Tokens = Annotated[PositiveInt, NoBool]
+Millis = Annotated[PositiveFloat, NoBool]
+
+SLO_FIELDS = {"e2e": ("slo_e2e_ms",), "chat": ("slo_ttft_ms", "slo_tpot_ms")}
+"""The SLOs each kind of job is judged by (Eq. 5); the others must not be given."""
+
 
 class PriorityJob(Frozen):
     """One request: its SLO type (Eq. 5), lengths and SLOs (ms)."""
 
     name: str = Field(min_length=1)
     kind: Literal["e2e", "chat"] = Field(description="e2e: end-to-end SLO (h=1, code); chat: TTFT+TPOT SLO (h=0)")
-    input_tokens: PositiveInt
-    output_tokens: PositiveInt = Field(description="predicted output length l_o")
-    slo_e2e_ms: PositiveFloat | None = None
-    slo_ttft_ms: PositiveFloat | None = None
-    slo_tpot_ms: PositiveFloat | None = None
-    arrival: NonNegativeInt = Field(0, description="arrival rank (FCFS order); ties broken by position")
-    exec_ms: tuple[PositiveFloat, ...] | None = Field(None, description="explicit t_exec by batch size 1.. (toy instances)")
-    prefill_ms: tuple[PositiveFloat, ...] | None = Field(None, description="explicit t_prefill by batch size 1..")
+    input_tokens: Tokens
+    output_tokens: Tokens = Field(description="predicted output length l_o")
+    slo_e2e_ms: Millis | None = None
+    slo_ttft_ms: Millis | None = None
+    slo_tpot_ms: Millis | None = None
+    arrival: Annotated[NonNegativeInt, NoBool] = Field(0, description="arrival rank (FCFS order); ties broken by position")
+    exec_ms: tuple[Millis, ...] | None = Field(None, description="explicit t_exec by batch size 1.. (toy instances)")
+    prefill_ms: tuple[Millis, ...] | None = Field(None, description="explicit t_prefill by batch size 1..")
+
+    @field_validator("input_tokens", "output_tokens")
+    @classmethod
+    def _length_in_reach(cls, value: int) -> int:
+        if value > MAX_JOB_TOKENS:
+            raise ValueError(f"must be at most {MAX_JOB_TOKENS:,} tokens, got {value:,}")
+        return value
 
     @model_validator(mode="after")
     def _slos_match_kind(self) -> "PriorityJob":
-        if self.kind == "e2e" and self.slo_e2e_ms is None:
-            raise ValueError("an e2e job needs slo_e2e_ms")
-        if self.kind == "chat" and (self.slo_ttft_ms is None or self.slo_tpot_ms is None):
-            raise ValueError("a chat job needs slo_ttft_ms and slo_tpot_ms")
+        this_job = "an e2e job" if self.kind == "e2e" else "a chat job"
+        own = SLO_FIELDS[self.kind]
+        foreign = [key for keys in SLO_FIELDS.values() for key in keys if key not in own]
+        for key in own:
+            if getattr(self, key) is None:
+                raise FieldError(key, f"required for {this_job}")
+        for key in foreign:
+            if getattr(self, key) is not None:
+                raise FieldError(key, f"does not apply to {this_job} (judged by {' and '.join(own)}); "
+                                      "remove it or change kind")
         if self.prefill_ms is not None and self.exec_ms is None:
-            raise ValueError("prefill_ms is given without exec_ms")
+            raise FieldError("prefill_ms", "is given without exec_ms")
         if self.exec_ms is not None and self.prefill_ms is not None:
             if len(self.prefill_ms) != len(self.exec_ms):
-                raise ValueError("prefill_ms and exec_ms must list the same batch sizes")
+                raise FieldError("prefill_ms", f"lists {len(self.prefill_ms)} batch sizes, exec_ms lists {len(self.exec_ms)}")
             if any(p > e for p, e in zip(self.prefill_ms, self.exec_ms)):
-                raise ValueError("prefill_ms exceeds exec_ms")
+                raise FieldError("prefill_ms", "exceeds exec_ms at some batch size")
         if self.kind == "chat" and self.exec_ms is not None and self.prefill_ms is None:
-            raise ValueError("a chat job with an explicit exec_ms table also needs prefill_ms")
+            raise FieldError("prefill_ms", "required for a chat job with an explicit exec_ms table")
         return self
 
     @property
@@ -91,23 +143,32 @@ class PriorityProblem(Frozen):
     name: str = Field(min_length=1)
     description: str = ""
     jobs: tuple[PriorityJob, ...] = Field(min_length=1)
-    b_max: PositiveInt
-    token_capacity: PositiveInt | None = Field(None, description="Eq. 20 token_num(M_inst); per batch")
+    b_max: Count = Field(description="stored as min(b_max, N): larger batches than jobs cannot occur")
+    token_capacity: Count | None = Field(None, description="Eq. 20 token_num(M_inst); per batch")
     cost_model: BilinearCostModel | None = None
+
+    @field_validator("b_max")
+    @classmethod
+    def _at_most_jobs(cls, value: int, info: ValidationInfo) -> int:
+        # b_max > N allows nothing more than b_max = N; clamping keeps every (N × b_max) table small.
+        jobs = info.data.get("jobs")
+        return min(value, len(jobs)) if jobs else value
 
     @model_validator(mode="after")
     def _consistent(self) -> "PriorityProblem":
-        names = [j.name for j in self.jobs]
-        if len(set(names)) != len(names):
-            dup = next(n for n in names if names.count(n) > 1)
-            raise ValueError(f"job name {dup!r} appears twice")
-        for job in self.jobs:
+        seen: set[str] = set()
+        for k, job in enumerate(self.jobs):
+            if job.name in seen:
+                raise FieldError(f"jobs[{k}].name", f"job name {job.name!r} appears twice")
+            seen.add(job.name)
             if job.exec_ms is None and self.cost_model is None:
-                raise ValueError(f"job {job.name!r} has no exec_ms table and the problem has no cost_model")
+                raise FieldError("cost_model", f"required: job {job.name!r} has no exec_ms table")
             if job.exec_ms is not None and len(job.exec_ms) < self.b_max:
-                raise ValueError(f"job {job.name!r}: exec_ms lists {len(job.exec_ms)} batch sizes, b_max is {self.b_max}")
+                raise FieldError(f"jobs[{k}].exec_ms",
+                                 f"gives latencies for {len(job.exec_ms)} batch size(s), b_max is {self.b_max}")
             if self.token_capacity is not None and job.tokens > self.token_capacity:
-                raise ValueError(f"job {job.name!r} needs {job.tokens} tokens, more than token_capacity {self.token_capacity}")
+                raise FieldError("token_capacity", f"{self.token_capacity} is less than the {job.tokens} tokens "
+                                                   f"(input + output) of job {job.name!r}")
         return self
 
     @property
