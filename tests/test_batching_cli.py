@@ -80,3 +80,66 @@ def test_fit_from_vidur_profiles(shared_data):
     assert 0.8 < model.a_o / 0.00191 < 1.2
     assert 0.7 < model.a_p / 1.6773e-7 < 1.3
     assert 0.7 < model.a_d / 8.513e-6 < 1.5
+
+
+def assert_one_line(code: int, err: str, *needles: str) -> None:
+    lines = [line for line in err.strip().splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+
+
+@pytest.mark.parametrize("body, needles", [
+    # absurd lengths are refused up front (the simulator keeps one record per generated token)
+    ("limits: {M: 10000000000}\nrequests:\n  - {id: a, input_len: 2, output_len: 1000000000}\n",
+     ["requests[0].output_len", "less than or equal to 1000000", "got 1000000000"]),
+    ("requests:\n  - {id: a, input_len: 1.0e+12, output_len: 2}\n", ["requests[0].input_len", "1000000"]),
+    ("limits: {M: 10000000000000}\n" + REQS, ["limits.M", "less than or equal to 1000000000000"]),
+    ("requests:\n  - {id: a, input_len: 3, output_len: 2, arrival: .inf}\n", ["requests[0].arrival", "finite number"]),
+    ("requests:\n  - {id: a, input_len: true, output_len: 2}\n", ["requests[0].input_len", "expected a number, got true"]),
+    ("limits: {R_max: true}\n" + REQS, ["limits.R_max", "expected a number, got true"]),
+    # model-level checks name their field and do not dump the whole instance
+    ("limits: {C: 4, P: 10}\n" + REQS, ["inst.yaml: limits.P: P=10 must not exceed C=4"]),
+    ("requests:\n  - {id: a, input_len: 3, output_len: 2}\n  - {id: a, input_len: 2, output_len: 2}\n",
+     ["inst.yaml: requests: duplicate request id 'a' (requests[0] and requests[1])"]),
+    # a request that can never fit: the file and the field are named
+    ("limits: {M: 3}\n" + REQS, ["inst.yaml: limits.M: instance 'inst' is infeasible: request 'a' needs 4 KV tokens"]),
+])
+def test_bad_batching_values_one_short_line(run_cli, tmp_path, body, needles):
+    code, _, err = run_cli("simulate", "batching", str(write(tmp_path, body)))
+    assert_one_line(code, err, *needles)
+    assert "got {" not in err and "Request(" not in err and len(err) < 200
+
+
+def test_whole_number_float_limits_are_accepted(run_cli, tmp_path):
+    code, out, err = run_cli("simulate", "batching", str(write(tmp_path, "limits: {M: 1.0e+6, C: 4.096e+3}\n" + REQS)),
+                             "--json")
+    assert code == 0, err
+    assert json.loads(out)["solution"]["metrics"]["M"] == 1_000_000
+
+
+def test_other_family_file_says_so(run_cli):
+    code, _, err = run_cli("solve", "queueing", str(INSTANCES / "tiny3.yaml"))
+    assert_one_line(code, err, "tiny3.yaml: family: this is a 'batching' instance, not a queueing one")
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["solve", "batching", "EV", "--batches", "0"], "--batches must be at least 1, got 0"),
+    (["solve", "batching", "TINY", "--threads", "0"], "--threads must be at least 1, got 0"),
+    (["compare", "batching", "TINY", "--time-limit", "-1"], "--time-limit must be positive, got -1.0"),
+    (["simulate", "batching", "TINY", "--M", "99999999999999999999"], "M must be at most 1,000,000,000,000"),
+])
+def test_bad_batching_options_one_line(run_cli, args, needle):
+    paths = {"EV": str(INSTANCES / "evict_small.yaml"), "TINY": str(INSTANCES / "tiny3.yaml")}
+    code, _, err = run_cli(*[paths.get(a, a) for a in args])
+    assert_one_line(code, err, needle)
+
+
+def test_solve_title_follows_the_status(run_cli):
+    from planner.cli.batching import solve_title
+    from planner.solver import SolveStatus
+
+    assert solve_title(SolveStatus.FEASIBLE, "x") == "Best schedule found (optimality not proven): x"
+    assert solve_title(SolveStatus.NO_SOLUTION, "x") == "No schedule found: x"
+    code, out, _ = run_cli("solve", "batching", str(INSTANCES / "tiny3.yaml"))
+    assert code == 0 and out.startswith("Optimal schedule: tiny3")

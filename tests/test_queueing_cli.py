@@ -140,3 +140,69 @@ groups:
     assert replays["qlm"]["milp_solves"] >= 1
     assert replays["qlm"]["start_s"]["g3"] < replays["fcfs"]["start_s"]["g3"]
     assert replays["qlm"]["slo_attainment"]["interactive"] == 1.0
+
+
+def _instance(tmp_path: Path, mutate) -> Path:
+    """A small valid instance (two groups, one type) with ``mutate(data)`` applied, as YAML."""
+    import yaml
+
+    data = {"family": "queueing", "slo_classes": {"interactive": 20.0},
+            "instance_types": [{"name": "a", "gpu": "A100-80GB-SXM", "tensor_parallel": 1, "swap_time_s": 5, "count": 1}],
+            "groups": [{"name": f"g{k}", "model": "Llama-2-7B", "slo_class": "interactive", "num_requests": 4,
+                        "mean_input_tokens": 100, "mean_output_tokens": 100, "max_output_tokens": 200} for k in range(2)]}
+    mutate(data)
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _set(section: str, key: str, value, index: int = 0):
+    return lambda d: d[section][index].__setitem__(key, value)
+
+
+def _as_requests(d: dict) -> None:
+    d.pop("groups")
+    d["requests"] = [{"model": "Llama-2-7B", "slo_class": "interactive", "input_tokens": 10, "output_tokens": 10,
+                      "arrival_s": float("inf")}]
+
+
+@pytest.mark.parametrize("mutate, needles", [
+    (_set("groups", "mean_input_tokens", float("inf")), ["groups[0].mean_input_tokens", "finite number"]),
+    (_set("groups", "arrival_s", float("nan")), ["groups[0].arrival_s", "finite number"]),
+    (lambda d: d.__setitem__("now_s", float("nan")), ["now_s", "finite number"]),
+    (lambda d: d["slo_classes"].__setitem__("interactive", float("inf")), ["slo_classes.interactive", "finite number"]),
+    (_as_requests, ["requests[0].arrival_s", "finite number"]),
+    (_set("instance_types", "swap_time_s", float("inf")), ["instance_types[0].swap_time_s", "finite number"]),
+    (_set("instance_types", "swap_time_s", 1e9), ["instance_types[0].swap_time_s", "less than or equal to 86400"]),
+    (_set("groups", "mean_output_tokens", 1e12), ["groups[0].mean_output_tokens", "less than or equal to 1000000"]),
+    (_set("groups", "num_requests", True), ["groups[0].num_requests", "expected a number, got true"]),
+    (_set("instance_types", "count", True), ["instance_types[0].count", "expected a number, got true"]),
+    (_set("groups", "max_output_tokens", 10), ["groups[0].max_output_tokens", "at least mean_output_tokens (100), got 10"]),
+    (lambda d: d["instance_types"].append(dict(d["instance_types"][0])),
+     ["instance_types: duplicate instance type name 'a' (instance_types[0] and instance_types[1])"]),
+    (_set("groups", "name", "g0", index=1), ["groups: duplicate group name 'g0' (groups[0] and groups[1])"]),
+    (lambda d: d["groups"][0].update(num_requests=10**12, mean_output_tokens=1e6, max_output_tokens=1e6),
+     ["groups[0]: estimated serving time", "beyond what the planner handles"]),
+])
+def test_bad_values_are_one_line_naming_file_and_field(monkeypatch, capsys, tmp_path, mutate, needles):
+    path = _instance(tmp_path, mutate)
+    code, _, err = run(monkeypatch, capsys, "solve", "queueing", str(path))
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith(f"error: {path}: ")
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+
+
+def test_the_base_instance_of_the_bad_value_tests_is_valid(tmp_path):
+    p = load_queueing_instance(_instance(tmp_path, lambda d: None))
+    assert p.num_groups == 2 and [q.name for q in p.queues] == ["a-1"]
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["solve", "queueing", str(INSTANCE), "--threads", "-3"], "--threads must be at least 1, got -3"),
+    (["compare", "queueing", str(INSTANCE), "--time-limit", "-1"], "--time-limit must be positive"),
+])
+def test_bad_options_are_one_line(monkeypatch, capsys, args, needle):
+    code, _, err = run(monkeypatch, capsys, *args)
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1

@@ -8,7 +8,9 @@ cost_model: infermax-7b            # a published set name, a model file path, or
 requests:                          # inline list, or `requests_csv: file.csv` (id,input_len,output_len[,arrival])
   - {id: a, input_len: 4, output_len: 2}
 ```
-Every problem is one line naming file, field and problem (`InputError`).
+Every problem is one line naming file, field and problem (`InputError`).  Limits: input_len and
+output_len at most 1,000,000 tokens each, C, P, M and R_max at most 10^12 (whole numbers; ``1.0e+6``
+is read as 1000000), arrivals finite and ≥ 0 (`planner.batching.problem`).
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ import yaml
 from pydantic import ValidationError
 
 from planner.batching.costmodel import PUBLISHED, InferMaxCostModel, load_infermax_model
-from planner.batching.problem import BatchingProblem, Request
-from planner.core.io import format_validation_error, read_yaml_mapping, resolve_relative, validate_model
+from planner.batching.problem import LIMIT_NAMES, BatchingProblem, Request
+from planner.core.io import check_family, format_validation_error, read_yaml_mapping, resolve_relative, validate_model
 from planner.errors import InputError
 
 KNOWN_KEYS = {"family", "name", "limits", "cost_model", "requests", "requests_csv", "description"}
@@ -77,20 +79,14 @@ def _requests(data: dict, path: Path) -> tuple[Request, ...]:
 def load_batching_instance(path: Path | str) -> BatchingProblem:
     path = Path(path)
     data = read_yaml_mapping(path)
-    family = data.get("family", "batching")
-    if family != "batching":
-        raise InputError(path, "family", f"expected 'batching', got {family!r}")
+    check_family(data, path, "batching")
     unknown = set(data) - KNOWN_KEYS
     if unknown:
         raise InputError(path, sorted(unknown)[0], f"unknown field (expected one of: {', '.join(sorted(KNOWN_KEYS))})")
     limits = data.get("limits", {}) or {}
     if not isinstance(limits, dict):
         raise InputError(path, "limits", "expected a mapping with C, P, M, R_max")
-    for key in ("C", "P", "M", "R_max"):
-        value = limits.get(key)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-            raise InputError(path, f"limits.{key}", f"must be an integer ≥ 1, got {value!r}")
-    bad = set(limits) - {"C", "P", "M", "R_max"}
+    bad = set(limits) - set(LIMIT_NAMES)
     if bad:
         raise InputError(path, f"limits.{sorted(bad)[0]}", "unknown limit (expected C, P, M, R_max)")
     requests = _requests(data, path)
@@ -98,7 +94,9 @@ def load_batching_instance(path: Path | str) -> BatchingProblem:
         return BatchingProblem(name=str(data.get("name", path.stem)), requests=requests,
                                cost=_cost_model(data.get("cost_model"), path), **limits)
     except ValidationError as exc:
-        field, problem = format_validation_error(exc, "limits")
+        field, problem = format_validation_error(exc)
+        if field.split(".")[0] in LIMIT_NAMES:
+            field = f"limits.{field}"
         raise InputError(path, field, problem) from None
 
 

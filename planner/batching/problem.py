@@ -1,23 +1,39 @@
-"""Frozen, validated data of one batch-scheduling instance (FORMULATIONS.md §3.1, §3.3)."""
+"""Frozen, validated data of one batch-scheduling instance (FORMULATIONS.md §3.1, §3.3).
+
+Sizes are capped so that bad input is one clear line instead of an out-of-memory simulation or an
+integer overflow: a prompt or output is at most `MAX_REQUEST_TOKENS` (1,000,000) tokens, and C, P,
+M and R_max are at most `MAX_LIMIT` (10^12).  Numbers must be finite and not booleans.
+"""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from planner.batching.costmodel import InferMaxCostModel, default_cost_model
-from planner.errors import InfeasibleError
+from planner.core.io import MAX_REQUEST_TOKENS, NotBool, format_validation_error
+from planner.errors import InfeasibleError, PlannerError
+
+#: Largest batch limit (C, P, M, R_max) accepted: far above any GPU's KV cache, small enough that the
+#: bounds stay in int64 and the MIP coefficients within what HiGHS accepts.
+MAX_LIMIT = 10**12
+
+Tokens = Annotated[int, NotBool, Field(ge=1, le=MAX_REQUEST_TOKENS)]
+Limit = Annotated[int, NotBool, Field(ge=1, le=MAX_LIMIT)]
+LIMIT_NAMES = ("C", "P", "M", "R_max")
 
 
 class Request(BaseModel):
     """One request: ``input_len`` prompt tokens, ``output_len`` tokens to generate, arrival (s)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     id: str = Field(min_length=1)
-    input_len: PositiveInt
-    output_len: PositiveInt
-    arrival: NonNegativeFloat = 0.0
+    input_len: Tokens
+    output_len: Tokens
+    arrival: Annotated[float, NotBool, Field(ge=0.0)] = 0.0
 
     @property
     def kv_need(self) -> int:
@@ -29,30 +45,46 @@ class BatchingProblem(BaseModel):
     """Requests + batch limits C (tokens), P (prefill tokens), M (KV tokens), R_max (running requests).
 
     ``P`` defaults to ``C``; ``R_max`` to unlimited (the request count).  Request ids are unique.
+    Each check is a field validator, so an error names its field (``requests``, ``P``, ``M``).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = "batching"
     requests: tuple[Request, ...] = Field(min_length=1)
-    C: PositiveInt = 4096
-    P: PositiveInt | None = None
-    M: PositiveInt = 100_000
-    R_max: PositiveInt | None = None
+    C: Limit = 4096
+    P: Limit | None = None
+    M: Limit = 100_000
+    R_max: Limit | None = None
     cost: InferMaxCostModel = Field(default_factory=default_cost_model)
 
-    @model_validator(mode="after")
-    def _check(self) -> "BatchingProblem":
-        if self.P is not None and self.P > self.C:
-            raise ValueError(f"P={self.P} must not exceed C={self.C}")
-        ids = [r.id for r in self.requests]
-        if len(set(ids)) != len(ids):
-            dup = next(i for i in ids if ids.count(i) > 1)
-            raise ValueError(f"duplicate request id {dup!r}")
-        smallest = min(r.kv_need for r in self.requests)
-        if self.M < smallest:
-            raise ValueError(f"M={self.M} is smaller than every request's KV need (smallest I+O-1 = {smallest})")
-        return self
+    @field_validator("requests")
+    @classmethod
+    def _unique_ids(cls, requests: tuple[Request, ...]) -> tuple[Request, ...]:
+        first: dict[str, int] = {}
+        for k, r in enumerate(requests):
+            if r.id in first:
+                raise ValueError(f"duplicate request id {r.id!r} (requests[{first[r.id]}] and requests[{k}])")
+            first[r.id] = k
+        return requests
+
+    @field_validator("P")
+    @classmethod
+    def _p_within_c(cls, P: int | None, info: ValidationInfo) -> int | None:
+        C = info.data.get("C")
+        if P is not None and C is not None and P > C:
+            raise ValueError(f"P={P} must not exceed C={C}")
+        return P
+
+    @field_validator("M")
+    @classmethod
+    def _m_holds_a_request(cls, M: int, info: ValidationInfo) -> int:
+        requests = info.data.get("requests")
+        if requests:
+            smallest = min(r.kv_need for r in requests)
+            if M < smallest:
+                raise ValueError(f"M={M} is smaller than every request's KV need (smallest I+O-1 = {smallest})")
+        return M
 
     # Convenient array views -------------------------------------------------------------
     @property
@@ -98,7 +130,11 @@ class BatchingProblem(BaseModel):
         """A copy with other limits (re-validated)."""
         data = self.model_dump()
         data.update({k: v for k, v in changes.items() if v is not None})
-        return BatchingProblem.model_validate(data)
+        try:
+            return BatchingProblem.model_validate(data)
+        except ValidationError as exc:
+            field, problem = format_validation_error(exc)
+            raise PlannerError(f"{field}: {problem}") from None
 
 
 def make_problem(inputs, outputs, *, arrivals=None, name: str = "batching", cost: InferMaxCostModel | None = None,

@@ -40,7 +40,7 @@ from typing import Literal
 
 import numpy as np
 
-from planner.batching.problem import BatchingProblem
+from planner.batching.problem import MAX_LIMIT, BatchingProblem
 from planner.batching.schedule import Schedule
 from planner.errors import InfeasibleError, PlannerError
 
@@ -102,19 +102,19 @@ class SimulationResult:
 
 def effective_limits(problem: BatchingProblem, config: SchedulerConfig) -> tuple[int, int, int, int]:
     """(C, P, M, R_max) the policy runs with; a bad knob raises one clear `PlannerError`."""
-    C = config.C if config.C is not None else problem.C
-    if C < 1:
-        raise PlannerError(f"C must be ≥ 1, got {C}")
-    P = min(config.P, problem.prefill_limit, C) if config.P is not None else min(problem.prefill_limit, C)
-    if P < 1:
-        raise PlannerError(f"P must be ≥ 1, got {P}")
-    M = config.M if config.M is not None else problem.M
-    if M < 1:
-        raise PlannerError(f"M must be ≥ 1, got {M}")
-    R = config.R_max if config.R_max is not None else problem.running_limit
-    if R < 1:
-        raise PlannerError(f"R_max must be ≥ 1, got {R}")
+    C = _limit("C", config.C if config.C is not None else problem.C)
+    P = _limit("P", min(config.P, problem.prefill_limit, C) if config.P is not None else min(problem.prefill_limit, C))
+    M = _limit("M", config.M if config.M is not None else problem.M)
+    R = _limit("R_max", config.R_max if config.R_max is not None else problem.running_limit)
     return C, P, M, R
+
+
+def _limit(name: str, value: int) -> int:
+    if value < 1:
+        raise PlannerError(f"{name} must be ≥ 1, got {value}")
+    if value > MAX_LIMIT:
+        raise PlannerError(f"{name} must be at most {MAX_LIMIT:,}, got {value}")
+    return int(value)
 
 
 class _State:

@@ -15,22 +15,47 @@ from planner.cli.common import (
     OutOption,
     SolverOption,
     ThreadsOption,
+    check_run_options,
     fmt,
     fmt_gap,
     out,
     to_json,
     write_output,
 )
-from planner.errors import PlannerError
+from planner.errors import InfeasibleError, InputError, PlannerError
 
 if TYPE_CHECKING:
+    from planner.batching.problem import BatchingProblem
     from planner.core.result import Result
+    from planner.solver import SolveStatus
 
 #: ``planner.batching.scheduler.PRESETS`` by name, spelled out so that building the CLI does not import
 #: the batching package (tests/test_cli.py checks the two agree).
 PRESET_NAMES = ("vllm", "sarathi", "sarathi-pc", "sarathi-nocp", "vllm-hy", "sarathi-nohy", "vllm-ef", "sarathi-ef",
                 "sarathi-pc-ef", "sarathi-nocp-ef", "vllm-hy-ef", "sarathi-nohy-ef")
 SCHEDULERS = ", ".join(PRESET_NAMES)
+
+
+#: Title of `planner solve batching`'s table by the status of the result.
+SOLVE_TITLES = {"optimal": "Optimal schedule", "feasible": "Best schedule found (optimality not proven)",
+                "infeasible": "No schedule (infeasible)", "no_solution": "No schedule found",
+                "unbounded": "Unbounded", "error": "Solve failed"}
+
+
+def _load(instance: Path) -> BatchingProblem:
+    """The instance, with a request that can never fit in M reported against the file's ``limits.M``."""
+    from planner.batching.instance import load_batching_instance
+
+    problem = load_batching_instance(instance)
+    try:
+        problem.check_feasible()
+    except InfeasibleError as exc:
+        raise InputError(instance, "limits.M", str(exc)) from None
+    return problem
+
+
+def solve_title(status: SolveStatus, name: str) -> str:
+    return f"{SOLVE_TITLES.get(status.value, status.value)}: {name}"
 
 
 def _metrics_table(result: Result, title: str) -> Table:
@@ -105,11 +130,10 @@ def simulate_batching_cmd(
     per_request: int = typer.Option(10, "--per-request", help="rows of the per-request table to print"),
 ) -> None:
     """Simulate one scheduler (Algorithm 1 preset) on an instance under the §3.2 cost model."""
-    from planner.batching.instance import load_batching_instance
     from planner.batching.scheduler import preset_config
     from planner.batching.solve import run_scheduler
 
-    problem = load_batching_instance(instance)
+    problem = _load(instance)
     if P is not None and P > (C if C is not None else problem.C):
         raise PlannerError(f"--P {P} must not exceed C={C if C is not None else problem.C}")
     name = scheduler.lower()
@@ -139,21 +163,21 @@ def solve_batching_cmd(
     formulation: str = typer.Option("auto", help="auto (the per-request path model where it applies), paths or bigm"),
 ) -> None:
     """Solve the §3.3 optimal batch-schedule MIP (warm-started from the best preset or lazy schedule)."""
-    from planner.batching.instance import load_batching_instance
     from planner.batching.scheduler import preset_config
     from planner.batching.solve import solve_batching
     from planner.solver import SolveStatus, check_solver_name
 
     check_solver_name(solver)
-    if time_limit is not None and time_limit <= 0:
-        raise PlannerError(f"--time-limit must be positive, got {time_limit}")
+    check_run_options(time_limit, threads)
+    if batches is not None and batches < 1:
+        raise PlannerError(f"--batches must be at least 1, got {batches}")
     if goal_scheduler is not None:
         preset_config(goal_scheduler)
-    problem = load_batching_instance(instance)
+    problem = _load(instance)
     result = solve_batching(problem, objective=objective, solver=solver, time_limit=time_limit, threads=threads,
                             batches=batches, goal_scheduler=goal_scheduler, goal_factor=goal_factor,
                             formulation=formulation)
-    _emit(instance, problem.name, result, json_out, output, force, f"Optimal schedule: {problem.name}", per_request)
+    _emit(instance, problem.name, result, json_out, output, force, solve_title(result.status, problem.name), per_request)
     if result.status == SolveStatus.ERROR:
         raise typer.Exit(1)
 
@@ -166,12 +190,12 @@ def compare_batching_cmd(
     json_out: JsonOption = False,
 ) -> None:
     """Every preset scheduler vs the MIP optimum (or the lower bound)."""
-    from planner.batching.instance import load_batching_instance
     from planner.batching.solve import heuristic_results, lower_bound, solve_batching
     from planner.solver import SolveStatus, check_solver_name
 
     check_solver_name(solver)
-    problem = load_batching_instance(instance)
+    check_run_options(time_limit)
+    problem = _load(instance)
     heur = heuristic_results(problem)
     mip = None if no_mip else solve_batching(problem, solver=solver, time_limit=time_limit)
     reference = lower_bound(problem)

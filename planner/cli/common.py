@@ -85,6 +85,14 @@ def write_output(path: Path | None, text: str, force: bool) -> None:
     os.replace(tmp, path)
 
 
+def check_run_options(time_limit: float | None = None, threads: int | None = None) -> None:
+    """The same one-line errors for --time-limit and --threads in every solve / compare / simulate command."""
+    if time_limit is not None and not time_limit > 0:  # also NaN
+        raise PlannerError(f"--time-limit must be positive, got {time_limit}")
+    if threads is not None and threads < 1:
+        raise PlannerError(f"--threads must be at least 1, got {threads}")
+
+
 def fmt(value: float | None, digits: int = 3) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"

@@ -16,6 +16,7 @@ from planner.cli.common import (
     SolverOption,
     ThreadsOption,
     TimeLimitOption,
+    check_run_options,
     fmt,
     fmt_gap,
     out,
@@ -38,13 +39,12 @@ def _load(instance: Path, objective: str | None, deadline: str | None):
     return load_queueing_instance(instance).with_objective(objective, deadline)
 
 
-def _check(time_limit: float | None, formulation: str, solver: str) -> None:
+def _check(time_limit: float | None, formulation: str, solver: str, threads: int | None = None) -> None:
     from planner.queueing.solve import FORMULATIONS
     from planner.solver import check_solver_name
 
     check_solver_name(solver)
-    if time_limit is not None and time_limit <= 0:
-        raise PlannerError(f"--time-limit must be positive, got {time_limit}")
+    check_run_options(time_limit, threads)
     if formulation not in FORMULATIONS:
         raise PlannerError(f"--formulation must be one of {', '.join(FORMULATIONS)}, got {formulation!r}")
 
@@ -70,7 +70,7 @@ def solve_queueing_cmd(
     from planner.queueing.solve import solve_queueing
     from planner.solver import SolveStatus
 
-    _check(time_limit, formulation, solver)
+    _check(time_limit, formulation, solver, threads)
     problem = _load(instance, objective, deadline)
     result = solve_queueing(problem, solver=solver, formulation=formulation, time_limit=time_limit,
                             threads=threads, seed=seed, verbose=verbose)

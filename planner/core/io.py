@@ -8,6 +8,7 @@ is wrong.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -15,11 +16,35 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, BeforeValidator, ValidationError
 
 from planner.errors import InputError
 
 M = TypeVar("M", bound=BaseModel)
+
+#: Longest prompt or output (tokens) one request may have in an instance file: the longest context
+#: window of current models; the token-level simulators keep one record per generated token.
+MAX_REQUEST_TOKENS = 1_000_000
+
+#: Longest input shown after a pydantic message as ``(got …)``; longer values (whole objects) are left out.
+_MAX_SHOWN_INPUT = 80
+
+
+def _reject_bool(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, got {str(value).lower()}")  # noqa: TRY004 (pydantic needs ValueError)
+    return value
+
+
+#: Annotate a numeric field with this so YAML ``true``/``false`` is not read as 1/0.
+NotBool = BeforeValidator(_reject_bool)
+
+
+def check_family(data: Mapping[str, Any], path: Path | str, family: str) -> None:
+    """A file of another family (its ``family:`` key) is one line saying so, before any field is checked."""
+    found = data.get("family", family)
+    if found != family:
+        raise InputError(path, "family", f"this is a {found!r} instance, not a {family} one")
 
 
 def read_yaml_mapping(path: Path | str) -> dict[str, Any]:
@@ -46,10 +71,10 @@ def read_yaml_mapping(path: Path | str) -> dict[str, Any]:
 
 
 def format_validation_error(exc: ValidationError, prefix: str = "") -> tuple[str, str]:
-    """The first pydantic error as (dotted field path, message)."""
+    """The first pydantic error as (field path like ``groups[0].num_requests``, message)."""
     err = exc.errors()[0]
-    loc = ".".join(str(p) for p in err.get("loc", ()) if p != "__root__")
-    field = ".".join(p for p in (prefix, loc) if p)
+    loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.get("loc", ()) if p != "__root__")
+    field = f"{prefix}{loc}" if prefix else loc.removeprefix(".")
     msg = err.get("msg", "invalid value")
     msg = msg.removeprefix("Value error, ")
     if err.get("type") == "extra_forbidden":
@@ -57,8 +82,23 @@ def format_validation_error(exc: ValidationError, prefix: str = "") -> tuple[str
     elif err.get("type") == "missing":
         msg = "required field is missing"
     elif "input" in err and err.get("type") not in ("model_type", "dict_type"):
-        msg = f"{msg} (got {err['input']!r})"
+        shown = _shown_input(err["input"], msg, err.get("type", ""))
+        if shown:
+            msg = f"{msg} (got {shown})"
     return field, msg
+
+
+def _shown_input(value: Any, msg: str, kind: str) -> str:
+    """The offending input for ``(got …)``, or "" when it is a whole object, too long, or already in ``msg``."""
+    if isinstance(value, (Mapping, BaseModel)) and kind in ("value_error", "assertion_error"):
+        return ""  # a model-level check: its message says what is wrong, the input is the whole object
+    text = repr(value)
+    if len(text) > _MAX_SHOWN_INPUT:
+        return ""
+    if kind in ("value_error", "assertion_error") and (
+            "got " in msg or re.search(rf"(?<![\w.]){re.escape(text)}(?![\w.])", msg)):
+        return ""
+    return text
 
 
 def validate_model(cls: type[M], data: Any, source: Path | str, field: str = "") -> M:

@@ -18,43 +18,72 @@ requests:                     # ... or requests, grouped by §4.2 (model, class,
 now_s: 0                      # the SLO slack of a request is slo − (now − arrival)
 ```
 Θ, P and d come from the shipped Aladdin cost models (`planner.queueing.estimator`).
+
+Every number must be finite and not a boolean; token counts are at most 1,000,000 per request
+(`MAX_REQUEST_TOKENS`), ``max_output_tokens`` at least ``mean_output_tokens``, ``swap_time_s`` at most
+one day, and names of instance types and groups unique.  An instance whose estimated serving time
+exceeds `MAX_HORIZON_S` is refused (the MILP's constants would be out of the solver's range).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
+
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, NonNegativeFloat, NonNegativeInt
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from planner.catalog import canonical_gpu_name, canonical_model_name, model_names
-from planner.core.io import read_yaml_mapping, validate_model
+from planner.core.io import MAX_REQUEST_TOKENS, NotBool, check_family, read_yaml_mapping, validate_model
 from planner.errors import InputError, PlannerError
 from planner.queueing.estimator import EstimatorSettings, group_tail_s, group_work_s, rates_for
 from planner.queueing.groups import QueuedRequest, form_groups
 from planner.queueing.problem import OBJECTIVES, InstanceType, QueueingProblem, RequestGroup, VirtualQueue
 
+#: Longest model load (swap) time accepted, seconds (one day).
+MAX_SWAP_S = 86_400.0
+#: Largest estimated serving time of an instance (Σ work + swaps + tail + slack), seconds (~31,700 years).
+MAX_HORIZON_S = 1e12
+
+PosInt = Annotated[int, NotBool, Field(gt=0)]
+NonNegInt = Annotated[int, NotBool, Field(ge=0)]
+PosFloat = Annotated[float, NotBool, Field(gt=0)]
+Seconds = Annotated[float, NotBool]
+TokenCount = Annotated[float, NotBool, Field(gt=0, le=MAX_REQUEST_TOKENS)]
+TokenSpread = Annotated[float, NotBool, Field(ge=0, le=MAX_REQUEST_TOKENS)]
+RequestTokens = Annotated[int, NotBool, Field(gt=0, le=MAX_REQUEST_TOKENS)]
+
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+
+def _unique(items: list, kind: str, field: str) -> list:
+    first: dict[str, int] = {}
+    for k, item in enumerate(items):
+        if item.name in first:
+            raise ValueError(f"duplicate {kind} name {item.name!r} ({field}[{first[item.name]}] and {field}[{k}])")
+        first[item.name] = k
+    return items
 
 
 class EstimatorSpec(_Strict):
-    epsilon: float = Field(1.1, ge=1.0)
-    quantile: float | None = Field(None, gt=0.0, lt=1.0)
-    conservative_below: NonNegativeInt = 0
-    delta: PositiveFloat = 4.0
-    max_batch_size: PositiveInt = 256
-    memory_utilization: float = Field(0.9, gt=0.0, le=1.0)
+    epsilon: Annotated[float, NotBool, Field(ge=1.0)] = 1.1
+    quantile: Annotated[float, NotBool, Field(gt=0.0, lt=1.0)] | None = None
+    conservative_below: NonNegInt = 0
+    delta: PosFloat = 4.0
+    max_batch_size: PosInt = 256
+    memory_utilization: Annotated[float, NotBool, Field(gt=0.0, le=1.0)] = 0.9
 
 
 class InstanceTypeSpec(_Strict):
     name: str = Field(min_length=1)
     gpu: str
-    tensor_parallel: PositiveInt = 1
-    swap_time_s: NonNegativeFloat
-    count: NonNegativeInt
-    extra_available: NonNegativeInt = 0
-    cost_per_instance: PositiveFloat = 1.0
+    tensor_parallel: PosInt = 1
+    swap_time_s: Annotated[float, NotBool, Field(ge=0, le=MAX_SWAP_S)]
+    count: NonNegInt
+    extra_available: NonNegInt = 0
+    cost_per_instance: PosFloat = 1.0
     loaded_models: list[str | None] = []
 
 
@@ -62,21 +91,37 @@ class GroupSpec(_Strict):
     name: str = Field(min_length=1)
     model: str
     slo_class: str
-    num_requests: PositiveInt
-    mean_input_tokens: PositiveFloat
-    mean_output_tokens: PositiveFloat
-    std_output_tokens: NonNegativeFloat = 0.0
-    max_output_tokens: PositiveFloat | None = None
-    arrival_s: float = 0.0
+    num_requests: PosInt
+    mean_input_tokens: TokenCount
+    mean_output_tokens: TokenCount
+    std_output_tokens: TokenSpread = 0.0
+    max_output_tokens: TokenCount | None = None
+    arrival_s: Seconds = 0.0
+
+    @field_validator("max_output_tokens")
+    @classmethod
+    def _max_at_least_mean(cls, value: float | None, info: ValidationInfo) -> float | None:
+        mean = info.data.get("mean_output_tokens")
+        if value is not None and mean is not None and value < mean:
+            raise ValueError(f"must be at least mean_output_tokens ({mean:g}), got {value:g}")
+        return value
 
 
 class RequestSpec(_Strict):
     model: str
     slo_class: str
-    input_tokens: PositiveInt
-    output_tokens: PositiveInt
-    arrival_s: float = 0.0
-    max_output_tokens: PositiveInt | None = None
+    input_tokens: RequestTokens
+    output_tokens: RequestTokens
+    arrival_s: Seconds = 0.0
+    max_output_tokens: RequestTokens | None = None
+
+    @field_validator("max_output_tokens")
+    @classmethod
+    def _max_at_least_output(cls, value: int | None, info: ValidationInfo) -> int | None:
+        out = info.data.get("output_tokens")
+        if value is not None and out is not None and value < out:
+            raise ValueError(f"must be at least output_tokens ({out}), got {value}")
+        return value
 
 
 class QueueingSpec(_Strict):
@@ -85,17 +130,28 @@ class QueueingSpec(_Strict):
     description: str = ""
     objective: str = "penalty"
     deadline: str = "start"
-    now_s: float = 0.0
-    slo_classes: dict[str, float]
+    now_s: Seconds = 0.0
+    slo_classes: dict[str, Seconds]
     estimator: EstimatorSpec = EstimatorSpec()
     instance_types: list[InstanceTypeSpec]
     groups: list[GroupSpec] = []
     requests: list[RequestSpec] = []
 
+    @field_validator("instance_types")
+    @classmethod
+    def _unique_types(cls, types: list[InstanceTypeSpec]) -> list[InstanceTypeSpec]:
+        return _unique(types, "instance type", "instance_types")
+
+    @field_validator("groups")
+    @classmethod
+    def _unique_groups(cls, groups: list[GroupSpec]) -> list[GroupSpec]:
+        return _unique(groups, "group", "groups")
+
 
 def load_queueing_instance(path: Path | str) -> QueueingProblem:
     path = Path(path)
     data = read_yaml_mapping(path)
+    check_family(data, path, "queueing")
     spec = validate_model(QueueingSpec, data, path)
     return problem_from_spec(spec, path)
 
@@ -110,7 +166,7 @@ def _check_model(path: Path, field: str, name: str) -> str:
 def problem_from_spec(spec: QueueingSpec, path: Path | str = "<instance>") -> QueueingProblem:
     path = Path(path)
     if spec.family != "queueing":
-        raise InputError(path, "family", f"expected 'queueing', got {spec.family!r}")
+        raise InputError(path, "family", f"this is a {spec.family!r} instance, not a queueing one")
     if spec.objective not in OBJECTIVES:
         raise InputError(path, "objective", f"unknown objective {spec.objective!r} (expected one of: {', '.join(OBJECTIVES)})")
     if spec.deadline not in ("start", "completion"):
@@ -153,8 +209,29 @@ def problem_from_spec(spec: QueueingSpec, path: Path | str = "<instance>") -> Qu
     for i, g in enumerate(groups):
         if not np.isfinite(work[existing, i]).any():
             raise InputError(path, f"group {g.name}", f"model {g.model} fits on no instance (weights exceed every instance's memory)")
+    _check_horizon(path, spec, groups, types, work, tail)
     return QueueingProblem(spec.name or path.stem, tuple(groups), tuple(types), tuple(queues), work, tail,
                            objective=spec.objective, deadline=spec.deadline, description=spec.description)  # type: ignore[arg-type]
+
+
+def _check_horizon(path: Path, spec: QueueingSpec, groups: list[RequestGroup], types: list[InstanceType],
+                   work: np.ndarray, tail: np.ndarray) -> None:
+    """Refuse sizes whose serving time leaves the solver's numeric range (`MAX_HORIZON_S`), naming the
+    group with the most work, or with the largest SLO slack when that is what is out of range."""
+    finite_work = np.where(np.isfinite(work), work, 0.0)
+    finite_tail = np.where(np.isfinite(tail), tail, 0.0)
+    slacks = np.array([g.slo_s for g in groups])
+    for t, typ in enumerate(types):
+        total = (finite_work[t].sum() + typ.swap_time_s * (len(groups) + 1) + finite_tail[t].max()
+                 + max(float(slacks.max()), 0.0))
+        if total <= MAX_HORIZON_S:
+            continue
+        by_slack = slacks.max() > finite_work[t].sum()
+        i = int(np.argmax(slacks if by_slack else finite_work[t]))
+        field = f"groups[{i}]" if spec.groups else "requests"
+        cause = "its SLO slack (slo_classes, now_s, arrival_s)" if by_slack else "num_requests and the token counts"
+        raise InputError(path, field, f"estimated serving time {total:.3g} s on {typ.name} is beyond what the planner "
+                                      f"handles ({MAX_HORIZON_S:.0e} s); check {cause}")
 
 
 def _slo(path: Path, spec: QueueingSpec, field: str, cls: str) -> float:
