@@ -142,3 +142,37 @@ def test_blocks_infeasibility_is_not_reported_as_proven():
     assert exact.status == SolveStatus.INFEASIBLE
     assert restricted.status == SolveStatus.NO_SOLUTION
     assert "might" in restricted.message
+
+
+def test_blocks_restriction_infeasible_but_a_baseline_meets_every_slo():
+    # One queue with A loaded, swap 1 s.  A1 (work 1, SLO 1), B1 (work 1, SLO 2.5), A2 (work 5, SLO 10).
+    # Only A1 B1 A2 meets every SLO: starts 0, 1 + 1 = 2, 2 + 1 + 1 = 4 (two swaps); Σ start 6, penalty
+    # 6 − 13.5 = −7.5.  The model-block MILP (one run per model) cannot: A1 A2 B1 starts B1 at 7 > 2.5
+    # and B1 A1 A2 starts A1 at 3 > 1.  EDF (by SLO) finds A1 B1 A2, so that plan is the answer, not an
+    # "infeasible" with a soft plan.
+    p = make_problem(["A", "B", "A"], [1, 2.5, 10], [1, 1, 5], swap=1.0, loaded="A", extra=1)
+    exact = solve_queueing(p, formulation="slots")
+    assert exact.status == SolveStatus.OPTIMAL and exact.objective == pytest.approx(-7.5)
+    restricted = solve_queueing(p, formulation="blocks")
+    assert restricted.status == SolveStatus.FEASIBLE
+    assert restricted.solution.queues == ((0, 1, 2),)
+    assert restricted.objective == pytest.approx(-7.5) == restricted.validation.objective
+    assert "restriction" in restricted.message
+
+
+def test_blocks_restriction_infeasible_the_witness_plan_is_returned():
+    # One queue, A loaded, swap 2 s; groups (model, work, SLO): g0 (B, 4, 20), g1 (A, 2, 4), g2 (B, 4, 13),
+    # g3 (A, 5, 18), g4 (A, 5, 22).  No baseline meets every SLO and neither does any one-run-per-model
+    # plan (A first: the B run starts at 2 + 5 + 5 + 2 = 14 > 13; B first: g1 starts at 2 + 8 + 2 = 12 > 4).
+    # The scale-up's witness (baseline + local search) finds g1 g3 g2 g0 g4: starts 0, 2, 2+5+2 = 9, 13,
+    # 13+4+2 = 19, every SLO met; Σ start 43 − Σ SLO 77 = −34 — a plan of the current fleet, so it is
+    # the answer (feasible, not proven optimal), not a "scale-up: none needed" next to a soft plan.
+    p = make_problem(["B", "A", "B", "A", "A"], [20, 4, 13, 18, 22], [4, 2, 4, 5, 5], swap=2.0, loaded="A", extra=1)
+    assert not any(run_heuristic(p, name).validation.feasible for name in ("edf", "fcfs", "greedy"))
+    res = solve_queueing(p, formulation="blocks")
+    assert res.status == SolveStatus.FEASIBLE
+    assert res.validation.feasible and res.objective == pytest.approx(res.validation.objective)
+    assert res.objective == pytest.approx(-34.0)
+    assert "witness" in res.message
+    exact = solve_queueing(p, formulation="slots")
+    assert exact.status == SolveStatus.OPTIMAL and exact.objective <= res.objective + 1e-9
