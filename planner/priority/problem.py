@@ -36,13 +36,14 @@ from pydantic import (
     model_validator,
 )
 
+from planner.core.io import MAX_REQUEST_TOKENS
 from planner.core.types import Frozen
 from planner.costmodels.models import BilinearCostModel
 
 SUCCESS_TOLERANCE_MS = 1e-7
 """A job meets its SLO when ``wait ≤ slack + SUCCESS_TOLERANCE_MS`` (guards float round-off)."""
 
-MAX_JOB_TOKENS = 1_000_000
+MAX_JOB_TOKENS = MAX_REQUEST_TOKENS
 """Upper limit on a job's input and output length: far beyond any model context, and it keeps the
 validator's per-token arrays small (a typo such as 10**12 tokens is an error, not a MemoryError)."""
 
