@@ -1,13 +1,19 @@
 """numba kernels of the branch-and-bound (`planner.priority.exact`) at b_max ≥ 2 (imported lazily).
 
-`expand_batches` generates the children of a node — every batch of 1..b_max remaining jobs within
-the token capacity, in the order of ``itertools.combinations`` per size — with the same arithmetic as
-`exact._ParametricSearch.children` (so the same keys, hence the same search order after the stable
-sort), and, when a Lagrangian table is given, drops every non-leaf child whose Lagrangian node bound
-(`lagrangian.LagrangianBound.node_bound`, same arithmetic) is ≤ the tolerance: that child would be
-pruned by the same test as the first thing its visit does, and the test depends on nothing that
-changes during the search (λ₀ and μ are fixed), so dropping it here changes no result — it only
-spares the Python-level visit (at N = 30, b_max = 2, ~90 % of all visits ended there).
+`branch_and_bound` is `exact._ParametricSearch.visit`'s depth-first search, iterative and compiled:
+the same tests in the same order (Lagrangian node bound, n_UB / t_LB, dominance memo), the same
+children in the same order, hence the same nodes, incumbents and proofs (tested against `visit`).
+It runs in chunks of nodes and keeps its whole state in arrays, so the caller checks the time and
+node limits between chunks and reads the stack for `open_bounds` after a stop.
+
+`expand_batches` / `_expand_into` generate the children of a node — the batches of 1..b_max remaining
+jobs within the token capacity, with the arithmetic of `exact._ParametricSearch.children` — and,
+when a Lagrangian table is given, drop every non-leaf child whose Lagrangian node bound
+(`lagrangian.LagrangianBound.node_bound`) is ≤ the tolerance: that child's visit would end at that
+same test, which depends on nothing that changes during the search (λ₀ and μ are fixed), so dropping
+it changes no result; it spares the visit (at N = 30, b_max = 2, ~90 % of all visits ended there) and,
+with the leader screen of `_expand_into`, most of the enumeration (31,930 batches per node at
+b_max = 4, N = 30).  `_canonical_sort` puts the kept children in ``children``'s order.
 
 `batched_waiting_bound` is `exact.batched_waiting_bound` (same arithmetic), compiled.
 """
@@ -36,83 +42,236 @@ def _batch_count(r, b_max):
     return width
 
 
+@njit(cache=True, inline="always")
+def _emit(kept, idx, size, keys, longest_out, members, new_wait, new_met, new_total, bounded,
+          remaining, wait, met, total, lam, execs, slack, tokens, capacity,
+          use_bound, lam0, step, to_go, multipliers, jobs, tolerance, mu_all):
+    """Evaluate the batch ``remaining[idx[:size]]`` (as `exact._ParametricSearch.children`) and store it
+    at ``kept`` unless it breaks the token capacity or the Lagrangian test prunes it; returns the new count."""
+    r = remaining.size
+    col = size - 1
+    if capacity < np.inf:
+        used = 0
+        for k in range(size):
+            used += tokens[remaining[idx[k]]]
+        if used > capacity:
+            return kept
+    gained = 0
+    execs_sum = 0.0
+    longest = -np.inf
+    for k in range(size):
+        job = remaining[idx[k]]
+        e = execs[job, col]
+        execs_sum += e
+        longest = max(longest, e)
+        if wait <= slack[job, col]:
+            gained += 1
+    added = size * wait + execs_sum
+    child_wait = wait + longest
+    child_met = met + gained
+    child_total = total + added
+    checked = False
+    if use_bound and r - size > 0:
+        mu_left = mu_all
+        for k in range(size):
+            mu_left -= multipliers[remaining[idx[k]]]
+        placed = jobs - (r - size)
+        bucket = min(int(child_wait // step), to_go.shape[1] - 1)
+        left = to_go.shape[0] - 1 - placed
+        value = child_met - lam0 * (child_total + left * child_wait) + to_go[placed, bucket] + mu_left
+        if value <= tolerance:
+            return kept
+        checked = True
+    bounded[kept] = checked
+    keys[kept] = lam * added - gained
+    longest_out[kept] = longest
+    for k in range(members.shape[1]):
+        members[kept, k] = remaining[idx[k]] if k < size else -1
+    new_wait[kept] = child_wait
+    new_met[kept] = child_met
+    new_total[kept] = child_total
+    return kept + 1
+
+
+#: The leader screen of `_expand_into` skips a batch only when its bound is this far below the
+#: tolerance (its sum runs in another order than the exact test's; the exact test decides the rest).
+SCREEN_MARGIN = 1e-6
+
+
 @njit(cache=True)
 def _expand_into(offset, keys, longest_out, members, new_wait, new_met, new_total, bounded, idx,
                  remaining, wait, met, total, lam, execs, slack, tokens, capacity, b_max,
                  use_bound, lam0, step, to_go, multipliers, jobs, tolerance):
-    """Write the kept children of a node at ``offset`` (generation order); returns how many."""
+    """Write the kept children of a node at ``offset``; returns how many.  The order is fixed later by
+    `_canonical_sort`.  Without the Lagrangian test every batch is enumerated (lexicographic positions).
+    With it, per batch size the batches are enumerated by their *leader* (the member last in the order
+    (execution time, index) at that size, i.e. one that sets the batch's duration): the test's value is
+
+        A + B(leader) + Σ_{j ∈ batch} reward_j,   reward_j = [wait ≤ slack_j] − λ₀·e_j − μ_j,
+        A = met − λ₀·(total + |R|·wait) + Σ_R μ,   B(l) = to_go[placed, ⌊(wait + e_l)/Δ⌋] − λ₀·left·e_l,
+
+    so a leader whose best batch (its own reward plus the best size − 1 rewards among the jobs before
+    it) is below the tolerance is skipped whole, and the other members are chosen by a depth-first
+    walk over those jobs in decreasing reward that stops once even the best completion falls below.
+    Every batch it skips fails the exact test (up to `SCREEN_MARGIN`), so the kept set is the same."""
     r = remaining.size
-    buckets = to_go.shape[1]
     kept = offset
     mu_all = 0.0
     if use_bound:
         for k in range(r):
             mu_all += multipliers[remaining[k]]
-    for size in range(1, min(b_max, r) + 1):
+    top = min(b_max, r)
+    if not use_bound:
+        for size in range(1, top + 1):
+            for k in range(size):
+                idx[k] = k
+            while True:
+                kept = _emit(kept, idx, size, keys, longest_out, members, new_wait, new_met, new_total, bounded,
+                             remaining, wait, met, total, lam, execs, slack, tokens, capacity,
+                             use_bound, lam0, step, to_go, multipliers, jobs, tolerance, mu_all)
+                k = size - 1
+                while k >= 0 and idx[k] == r - size + k:
+                    k -= 1
+                if k < 0:
+                    break
+                idx[k] += 1
+                for k2 in range(k + 1, size):
+                    idx[k2] = idx[k2 - 1] + 1
+        return kept - offset
+    base = met - lam0 * (total + r * wait) + mu_all
+    reward = np.empty(r)
+    by_time = np.empty(r, dtype=np.int64)
+    pool = np.empty(r, dtype=np.int64)
+    suffix = np.empty(r + 1)
+    chosen = np.empty(b_max, dtype=np.int64)
+    for size in range(1, top + 1):
         col = size - 1
-        for k in range(size):
-            idx[k] = k
-        while True:
-            fits = True
-            if capacity < np.inf:
-                used = 0
-                for k in range(size):
-                    used += tokens[remaining[idx[k]]]
-                fits = used <= capacity
-            if fits:
-                gained = 0
-                execs_sum = 0.0
-                longest = -np.inf
-                for k in range(size):
-                    job = remaining[idx[k]]
-                    e = execs[job, col]
-                    execs_sum += e
-                    longest = max(longest, e)
-                    if wait <= slack[job, col]:
-                        gained += 1
-                added = size * wait + execs_sum
-                child_wait = wait + longest
-                child_met = met + gained
-                child_total = total + added
-                keep = True
-                checked = False
-                if use_bound and r - size > 0:
-                    mu_left = mu_all
-                    for k in range(size):
-                        mu_left -= multipliers[remaining[idx[k]]]
-                    placed = jobs - (r - size)
-                    bucket = min(int(child_wait // step), buckets - 1)
-                    left = to_go.shape[0] - 1 - placed
-                    value = child_met - lam0 * (child_total + left * child_wait) + to_go[placed, bucket] + mu_left
-                    keep = value > tolerance
-                    checked = True
-                if keep:
-                    bounded[kept] = checked
-                    keys[kept] = lam * added - gained
-                    longest_out[kept] = longest
-                    for k in range(members.shape[1]):
-                        members[kept, k] = remaining[idx[k]] if k < size else -1
-                    new_wait[kept] = child_wait
-                    new_met[kept] = child_met
-                    new_total[kept] = child_total
-                    kept += 1
-            # next combination of positions (lexicographic, as itertools.combinations)
-            k = size - 1
-            while k >= 0 and idx[k] == r - size + k:
-                k -= 1
-            if k < 0:
-                break
-            idx[k] += 1
-            for k2 in range(k + 1, size):
-                idx[k2] = idx[k2 - 1] + 1
+        if size == r:  # the leaf batch (all that is left): no test applies
+            for k in range(size):
+                idx[k] = k
+            kept = _emit(kept, idx, size, keys, longest_out, members, new_wait, new_met, new_total, bounded,
+                         remaining, wait, met, total, lam, execs, slack, tokens, capacity,
+                         use_bound, lam0, step, to_go, multipliers, jobs, tolerance, mu_all)
+            continue
+        left = r - size
+        placed = jobs - left
+        times = np.empty(r)
+        for k in range(r):
+            job = remaining[k]
+            times[k] = execs[job, col]
+            reward[k] = (1.0 if wait <= slack[job, col] else 0.0) - lam0 * execs[job, col] - multipliers[job]
+        order = np.argsort(times, kind="mergesort")  # by (time, position): ties by index
+        for k in range(r):
+            by_time[k] = order[k]
+        need = size - 1
+        for rank in range(need, r):
+            leader = by_time[rank]
+            lead_time = times[leader]
+            bucket = min(int((wait + lead_time) // step), to_go.shape[1] - 1)
+            head = base + to_go[placed, bucket] - lam0 * left * lead_time + reward[leader]
+            # the jobs before the leader, best reward first
+            count = rank
+            for k in range(count):
+                pool[k] = by_time[k]
+            if need > 0:
+                pool_rewards = np.empty(count)
+                for k in range(count):
+                    pool_rewards[k] = reward[pool[k]]
+                best_first = np.argsort(-pool_rewards, kind="mergesort")
+                sorted_pool = np.empty(count, dtype=np.int64)
+                for k in range(count):
+                    sorted_pool[k] = pool[best_first[k]]
+                for k in range(count):
+                    pool[k] = sorted_pool[k]
+            suffix[count] = 0.0
+            for k in range(count - 1, -1, -1):
+                suffix[k] = reward[pool[k]]
+            # best completion of `need` members from pool position p onwards: the next `need` rewards
+            best = head
+            for k in range(need):
+                best += reward[pool[k]]
+            if best <= tolerance - SCREEN_MARGIN:
+                continue
+            if need == 0:
+                idx[0] = leader
+                kept = _emit(kept, idx, size, keys, longest_out, members, new_wait, new_met, new_total, bounded,
+                             remaining, wait, met, total, lam, execs, slack, tokens, capacity,
+                             use_bound, lam0, step, to_go, multipliers, jobs, tolerance, mu_all)
+                continue
+            # depth-first choice of `need` pool positions p_0 < p_1 < … with the running reward bound
+            depth = 0
+            chosen[0] = -1
+            partial = np.zeros(b_max + 1)
+            while depth >= 0:
+                chosen[depth] += 1
+                p = chosen[depth]
+                if p > count - (need - depth):
+                    depth -= 1
+                    continue
+                optimistic = head + partial[depth]
+                for k in range(p, p + need - depth):
+                    optimistic += reward[pool[k]]
+                if optimistic <= tolerance - SCREEN_MARGIN:
+                    depth -= 1  # later positions have smaller rewards: no better completion here
+                    continue
+                partial[depth + 1] = partial[depth] + reward[pool[p]]
+                if depth + 1 == need:
+                    # members = the chosen pool jobs and the leader, ascending positions in `remaining`
+                    for k in range(need):
+                        idx[k] = pool[chosen[k]]
+                    idx[need] = leader
+                    for a in range(1, size):  # insertion sort of the size positions
+                        v = idx[a]
+                        b = a - 1
+                        while b >= 0 and idx[b] > v:
+                            idx[b + 1] = idx[b]
+                            b -= 1
+                        idx[b + 1] = v
+                    kept = _emit(kept, idx, size, keys, longest_out, members, new_wait, new_met, new_total,
+                                 bounded, remaining, wait, met, total, lam, execs, slack, tokens, capacity,
+                                 use_bound, lam0, step, to_go, multipliers, jobs, tolerance, mu_all)
+                else:
+                    depth += 1
+                    chosen[depth] = p
     return kept - offset
+
+
+@njit(cache=True)
+def _canonical_sort(start, count, keys, longest, members, new_wait, new_met, new_total, bounded):
+    """Sort entries start … start+count−1 by (key, longest, size, members): the order in which
+    ``list.sort`` on (key, longest) leaves `exact._ParametricSearch.children` (stable on batches
+    generated by size, then lexicographically) — whatever order they were written in."""
+    if count <= 1:
+        return
+    end = start + count
+    width = members.shape[1]
+    order = np.arange(count)
+    for column in range(width - 1, -1, -1):
+        values = members[start:end, column][order]
+        order = order[np.argsort(values, kind="mergesort")]
+    sizes = np.zeros(count, dtype=np.int64)
+    for k in range(count):
+        for column in range(width):
+            if members[start + k, column] >= 0:
+                sizes[k] += 1
+    order = order[np.argsort(sizes[order], kind="mergesort")]
+    order = order[np.argsort(longest[start:end][order], kind="mergesort")]
+    order = order[np.argsort(keys[start:end][order], kind="mergesort")]
+    order = order + start
+    keys[start:end] = keys[order]
+    longest[start:end] = longest[order]
+    members[start:end] = members[order]
+    new_wait[start:end] = new_wait[order]
+    new_met[start:end] = new_met[order]
+    new_total[start:end] = new_total[order]
+    bounded[start:end] = bounded[order]
 
 
 @njit(cache=True)
 def expand_batches(remaining, wait, met, total, lam, execs, slack, tokens, capacity, b_max,
                    use_bound, lam0, step, to_go, multipliers, jobs, tolerance):
-    """Children of a node: (keys, longest, members (k × b_max, −1 padded), new_wait, new_met,
-    new_total, bounded) with ``bounded[k]`` = True when the Lagrangian test already passed."""
+    """Children of a node in search order: (keys, longest, members (k × b_max, −1 padded), new_wait,
+    new_met, new_total, bounded) with ``bounded[k]`` = True when the Lagrangian test already passed."""
     width = _batch_count(remaining.size, b_max)
     keys = np.empty(width)
     longest_out = np.empty(width)
@@ -125,6 +284,7 @@ def expand_batches(remaining, wait, met, total, lam, execs, slack, tokens, capac
                         np.empty(b_max, dtype=np.int64),
                         remaining, wait, met, total, lam, execs, slack, tokens, capacity, b_max,
                         use_bound, lam0, step, to_go, multipliers, jobs, tolerance)
+    _canonical_sort(0, kept, keys, longest_out, members, new_wait, new_met, new_total, bounded)
     return (keys[:kept], longest_out[:kept], members[:kept], new_wait[:kept], new_met[:kept],
             new_total[:kept], bounded[:kept])
 
@@ -151,24 +311,6 @@ def batched_waiting_bound(mins, b_max):
         if floor_q >= best:
             break
     return best
-
-
-@njit(cache=True)
-def _stable_sort_region(start, count, keys, longest, members, new_wait, new_met, new_total, bounded):
-    """Sort entries start … start+count−1 by (key, longest), stably (as ``np.lexsort``)."""
-    if count <= 1:
-        return
-    end = start + count
-    first = np.argsort(longest[start:end], kind="mergesort")
-    second = np.argsort(keys[start:end][first], kind="mergesort")
-    order = first[second] + start
-    keys[start:end] = keys[order]
-    longest[start:end] = longest[order]
-    members[start:end] = members[order]
-    new_wait[start:end] = new_wait[order]
-    new_met[start:end] = new_met[order]
-    new_total[start:end] = new_total[order]
-    bounded[start:end] = bounded[order]
 
 
 @njit(cache=True)
@@ -276,7 +418,7 @@ def branch_and_bound(state, lam_state, frame_mask, frame_wait, frame_met, frame_
             count = _expand_into(0, keys, longest, members, new_wait, new_met, new_total, bounded, idx,
                                  remaining, 0.0, 0, 0.0, lam, execs, slack, tokens, capacity, b_max,
                                  use_bound, lam0, step, to_go, multipliers, jobs, tolerance)
-            _stable_sort_region(0, count, keys, longest, members, new_wait, new_met, new_total, bounded)
+            _canonical_sort(0, count, keys, longest, members, new_wait, new_met, new_total, bounded)
             frame_mask[0] = full
             frame_wait[0] = 0.0
             frame_met[0] = 0
@@ -339,7 +481,7 @@ def branch_and_bound(state, lam_state, frame_mask, frame_wait, frame_met, frame_
         count = _expand_into(top, keys, longest, members, new_wait, new_met, new_total, bounded, idx,
                              remaining[:r], wait, met, total, lam, execs, slack, tokens, capacity, b_max,
                              use_bound, lam0, step, to_go, multipliers, jobs, tolerance)
-        _stable_sort_region(top, count, keys, longest, members, new_wait, new_met, new_total, bounded)
+        _canonical_sort(top, count, keys, longest, members, new_wait, new_met, new_total, bounded)
         frame_mask[depth] = mask
         frame_wait[depth] = wait
         frame_met[depth] = met

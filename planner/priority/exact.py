@@ -402,11 +402,10 @@ class _ParametricSearch:
             self.token_array, math.inf if self.capacity is None else float(self.capacity), self.b_max, use_bound,
             relaxation.lam if use_bound else 0.0, relaxation.step if use_bound else 1.0, self.to_go_array,
             self.multiplier_array, self.jobs, self.tolerance)
-        order = np.lexsort((longest, keys))  # stable: as ``list.sort`` on (key, longest)
-        sizes = (members[order] >= 0).sum(axis=1).tolist()
+        sizes = (members >= 0).sum(axis=1).tolist()  # rows come sorted as ``children`` sorts them
         return [(key, long, tuple(row[:size]), w, m, t, b) for key, long, row, size, w, m, t, b in zip(
-            keys[order].tolist(), longest[order].tolist(), members[order].tolist(), sizes, new_wait[order].tolist(),
-            new_met[order].tolist(), new_total[order].tolist(), bounded[order].tolist())]
+            keys.tolist(), longest.tolist(), members.tolist(), sizes, new_wait.tolist(), new_met.tolist(),
+            new_total.tolist(), bounded.tolist())]
 
     def run(self) -> None:
         """The whole search from the root (raises `_Stop` at the time or node limit): compiled at
