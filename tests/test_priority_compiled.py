@@ -218,6 +218,7 @@ def test_compiled_search_equals_python_search(monkeypatch, jobs, b_max, seed, ca
 
     problem = generate_priority_problem(jobs, b_max, seed, slo_spread=0.5, token_capacity=capacity)
     monkeypatch.setattr(exact_module, "PLAIN_NODE_BUDGET", 0)  # the Lagrangian bound from the start
+    monkeypatch.setattr(exact_module, "RESTART_GAIN", None)  # restarts are checked per chunk vs per 64 nodes
     runs = {}
     for compiled in (True, False):
         monkeypatch.setattr(exact_module, "USE_COMPILED_SEARCH", compiled)
@@ -231,3 +232,24 @@ def test_compiled_search_equals_python_search(monkeypatch, jobs, b_max, seed, ca
         monkeypatch.setattr(exact_module, "USE_COMPILED_SEARCH", compiled)
         stopped = solve_exact(problem, fcfs(problem), node_limit=max(fast.nodes // 3, 2))
         assert stopped.plan.g <= fast.plan.g * (1 + 1e-9) <= stopped.bound_g * (1 + 2e-9)
+
+
+@pytest.mark.parametrize("jobs,b_max,seed", [(9, 2, 1), (10, 3, 3), (11, 4, 7)])
+def test_restarts_keep_the_optimum(monkeypatch, jobs, b_max, seed):
+    """Restarts at a better λ (re-tuned Lagrangian bound) prove the same G* as the search without
+    them; every returned plan re-evaluates to its (n, t); a node-limited run returns a valid bound."""
+    import planner.priority.exact as exact_module
+
+    problem = generate_priority_problem(jobs, b_max, seed, slo_spread=0.5)
+    monkeypatch.setattr(exact_module, "PLAIN_NODE_BUDGET", 0)
+    monkeypatch.setattr(exact_module, "RESTART_GAIN", None)
+    plain = solve_exact(problem, fcfs(problem))
+    monkeypatch.setattr(exact_module, "RESTART_GAIN", 0.0)  # restart on every better plan
+    restarted = solve_exact(problem, fcfs(problem))
+    stopped = solve_exact(problem, fcfs(problem), node_limit=max(plain.nodes // 4, 2))
+    for outcome in (plain, restarted):
+        assert outcome.proven
+        assert outcome.plan.g == pytest.approx(plain.plan.g, rel=1e-12)
+        assert evaluate(FastTables(problem.tables), outcome.plan.order, outcome.plan.sizes) == \
+            (outcome.plan.met, outcome.plan.total_ms)
+    assert stopped.plan.g <= plain.plan.g * (1 + 1e-9) <= stopped.bound_g * (1 + 2e-9)

@@ -142,7 +142,7 @@ def _expand_into(offset, keys, longest_out, members, new_wait, new_met, new_tota
     reward = np.empty(r)
     by_time = np.empty(r, dtype=np.int64)
     pool = np.empty(r, dtype=np.int64)
-    suffix = np.empty(r + 1)
+    rank_of = np.empty(r, dtype=np.int64)
     chosen = np.empty(b_max, dtype=np.int64)
     for size in range(1, top + 1):
         col = size - 1
@@ -163,29 +163,24 @@ def _expand_into(offset, keys, longest_out, members, new_wait, new_met, new_tota
         order = np.argsort(times, kind="mergesort")  # by (time, position): ties by index
         for k in range(r):
             by_time[k] = order[k]
+            rank_of[order[k]] = k
+        by_reward = np.argsort(-reward[:r], kind="mergesort")  # best reward first
         need = size - 1
         for rank in range(need, r):
             leader = by_time[rank]
             lead_time = times[leader]
             bucket = min(int((wait + lead_time) // step), to_go.shape[1] - 1)
             head = base + to_go[placed, bucket] - lam0 * left * lead_time + reward[leader]
-            # the jobs before the leader, best reward first
-            count = rank
-            for k in range(count):
-                pool[k] = by_time[k]
+            # the jobs before the leader (in time order), best reward first
+            count = 0
             if need > 0:
-                pool_rewards = np.empty(count)
-                for k in range(count):
-                    pool_rewards[k] = reward[pool[k]]
-                best_first = np.argsort(-pool_rewards, kind="mergesort")
-                sorted_pool = np.empty(count, dtype=np.int64)
-                for k in range(count):
-                    sorted_pool[k] = pool[best_first[k]]
-                for k in range(count):
-                    pool[k] = sorted_pool[k]
-            suffix[count] = 0.0
-            for k in range(count - 1, -1, -1):
-                suffix[k] = reward[pool[k]]
+                for k in range(r):
+                    position = by_reward[k]
+                    if rank_of[position] < rank:
+                        pool[count] = position
+                        count += 1
+            else:
+                count = rank
             # best completion of `need` members from pool position p onwards: the next `need` rewards
             best = head
             for k in range(need):
