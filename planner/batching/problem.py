@@ -13,7 +13,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from planner.batching.costmodel import InferMaxCostModel, default_cost_model
-from planner.core.io import MAX_REQUEST_TOKENS, NotBool, format_validation_error
+from planner.core.io import MAX_REQUEST_TOKENS, NotBool, check_unique, format_validation_error
 from planner.errors import InfeasibleError, PlannerError
 
 #: Largest batch limit (C, P, M, R_max) accepted: far above any GPU's KV cache, small enough that the
@@ -61,11 +61,7 @@ class BatchingProblem(BaseModel):
     @field_validator("requests")
     @classmethod
     def _unique_ids(cls, requests: tuple[Request, ...]) -> tuple[Request, ...]:
-        first: dict[str, int] = {}
-        for k, r in enumerate(requests):
-            if r.id in first:
-                raise ValueError(f"duplicate request id {r.id!r} (requests[{first[r.id]}] and requests[{k}])")
-            first[r.id] = k
+        check_unique([r.id for r in requests], "request id", "requests")
         return requests
 
     @field_validator("P")

@@ -40,6 +40,15 @@ def _reject_bool(value: Any) -> Any:
 NotBool = BeforeValidator(_reject_bool)
 
 
+def check_unique(names: Sequence[str], kind: str, field: str) -> None:
+    """A repeated name is a ``ValueError`` naming both places: ``duplicate {kind} 'x' (field[i] and field[k])``."""
+    first: dict[str, int] = {}
+    for k, name in enumerate(names):
+        if name in first:
+            raise ValueError(f"duplicate {kind} {name!r} ({field}[{first[name]}] and {field}[{k}])")
+        first[name] = k
+
+
 def check_family(data: Mapping[str, Any], path: Path | str, family: str) -> None:
     """A file of another family (its ``family:`` key) is one line saying so, before any field is checked."""
     found = data.get("family", family)

@@ -34,7 +34,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from planner.catalog import canonical_gpu_name, canonical_model_name, model_names
-from planner.core.io import MAX_REQUEST_TOKENS, NotBool, check_family, read_yaml_mapping, validate_model
+from planner.core.io import MAX_REQUEST_TOKENS, NotBool, check_family, check_unique, read_yaml_mapping, validate_model
 from planner.errors import InputError, PlannerError
 from planner.queueing.estimator import EstimatorSettings, group_tail_s, group_work_s, rates_for
 from planner.queueing.groups import QueuedRequest, form_groups
@@ -56,15 +56,6 @@ RequestTokens = Annotated[int, NotBool, Field(gt=0, le=MAX_REQUEST_TOKENS)]
 
 class _Strict(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
-
-
-def _unique(items: list, kind: str, field: str) -> list:
-    first: dict[str, int] = {}
-    for k, item in enumerate(items):
-        if item.name in first:
-            raise ValueError(f"duplicate {kind} name {item.name!r} ({field}[{first[item.name]}] and {field}[{k}])")
-        first[item.name] = k
-    return items
 
 
 class EstimatorSpec(_Strict):
@@ -140,12 +131,14 @@ class QueueingSpec(_Strict):
     @field_validator("instance_types")
     @classmethod
     def _unique_types(cls, types: list[InstanceTypeSpec]) -> list[InstanceTypeSpec]:
-        return _unique(types, "instance type", "instance_types")
+        check_unique([t.name for t in types], "instance type name", "instance_types")
+        return types
 
     @field_validator("groups")
     @classmethod
     def _unique_groups(cls, groups: list[GroupSpec]) -> list[GroupSpec]:
-        return _unique(groups, "group", "groups")
+        check_unique([g.name for g in groups], "group name", "groups")
+        return groups
 
 
 def load_queueing_instance(path: Path | str) -> QueueingProblem:
