@@ -143,3 +143,31 @@ def test_solve_title_follows_the_status(run_cli):
     assert solve_title(SolveStatus.NO_SOLUTION, "x") == "No schedule found: x"
     code, out, _ = run_cli("solve", "batching", str(INSTANCES / "tiny3.yaml"))
     assert code == 0 and out.startswith("Optimal schedule: tiny3")
+
+
+def test_requests_csv_loads_and_bad_cells_are_one_line(tmp_path):
+    # requests_csv: a valid file loads (an empty arrival cell is the default 0); a bad cell is one line
+    # naming the CSV, the row (1-based data row) and the column — never "internal error".
+    from planner.batching.instance import load_batching_instance
+    from planner.errors import InputError
+
+    instance = tmp_path / "inst.yaml"
+    instance.write_text("family: batching\nname: c\nlimits: {C: 4096, M: 1000}\nrequests_csv: r.csv\n")
+    csv = tmp_path / "r.csv"
+    csv.write_text("id,input_len,output_len,arrival\na,4,3,\nb,5,2,1.5\n")
+    problem = load_batching_instance(instance)
+    assert [(r.id, r.input_len, r.output_len, r.arrival) for r in problem.requests] == [("a", 4, 3, 0.0), ("b", 5, 2, 1.5)]
+    cases = {
+        "id,input_len,output_len\na,4,x\n": "row 1, column output_len: not a number",
+        "id,input_len,output_len\na,4,3\nb,-4,3\n": "row 2, column input_len: must not be negative",
+        "id,input_len,output_len,arrival\na,4,3,inf\n": "row 1, column arrival",
+        "id,input_len\na,4\n": "output_len: required column is missing",
+        'input_len,output_len\n"unclosed,4\n': "not a valid CSV",
+        "": "file is empty",
+    }
+    for body, expected in cases.items():
+        csv.write_text(body)
+        with pytest.raises(InputError) as info:
+            load_batching_instance(instance)
+        message = str(info.value)
+        assert "r.csv" in message and expected in message and "\n" not in message, message

@@ -15,6 +15,7 @@ is read as 1000000), arrivals finite and ≥ 0 (`planner.batching.problem`).
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,14 @@ from pydantic import ValidationError
 
 from planner.batching.costmodel import PUBLISHED, InferMaxCostModel, load_infermax_model
 from planner.batching.problem import LIMIT_NAMES, BatchingProblem, Request
-from planner.core.io import check_family, format_validation_error, read_yaml_mapping, resolve_relative, validate_model
+from planner.core.io import (
+    check_family,
+    format_validation_error,
+    read_csv_table,
+    read_yaml_mapping,
+    resolve_relative,
+    validate_model,
+)
 from planner.errors import InputError
 
 KNOWN_KEYS = {"family", "name", "limits", "cost_model", "requests", "requests_csv", "description"}
@@ -48,13 +56,13 @@ def _cost_model(value: Any, path: Path) -> InferMaxCostModel:
 
 def _requests(data: dict, path: Path) -> tuple[Request, ...]:
     if "requests_csv" in data:
-        import pandas as pd
-
         target = resolve_relative(path, data["requests_csv"])
         if not target.is_file():
             raise InputError(path, "requests_csv", f"file not found: {target}")
-        frame = pd.read_csv(target)
-        rows = frame.to_dict("records")
+        frame = read_csv_table(target, {"input_len": int, "output_len": int}, {"id": str, "arrival": float})
+        rows = [{key: (int(value) if key in ("input_len", "output_len") else value) for key, value in record.items()
+                 if value is not None and not (isinstance(value, float) and math.isnan(value))}
+                for record in frame.astype(object).to_dict("records")]
         source = target
     else:
         rows = data.get("requests")
@@ -63,16 +71,26 @@ def _requests(data: dict, path: Path) -> tuple[Request, ...]:
             raise InputError(path, "requests", "required: a non-empty list of {id, input_len, output_len[, arrival]}")
     out = []
     for k, row in enumerate(rows):
+        csv = source != path
+        label = f"row {k + 1}" if csv else f"requests[{k}]"  # CSV rows as `read_csv_table` numbers them
         if not isinstance(row, dict):
-            raise InputError(source, f"requests[{k}]", "expected a mapping")
+            raise InputError(source, label, "expected a mapping")
         row = dict(row)
         row.setdefault("id", f"r{k}")
         row["id"] = str(row["id"])
         for key in ("input_len", "output_len"):
             value = row.get(key)
             if isinstance(value, (int, float)) and value < 0:
-                raise InputError(source, f"requests[{k}].{key}", f"must not be negative, got {value}")
-        out.append(validate_model(Request, row, source, f"requests[{k}]"))
+                raise InputError(source, f"{label}, column {key}" if csv else f"{label}.{key}",
+                                 f"must not be negative, got {value}")
+        if csv:
+            try:
+                out.append(Request.model_validate(row))
+            except ValidationError as exc:
+                field, message = format_validation_error(exc)
+                raise InputError(source, f"{label}, column {field}", message) from None
+        else:
+            out.append(validate_model(Request, row, source, label))
     return tuple(out)
 
 
