@@ -40,6 +40,21 @@ def test_fig3_shortest_first_vs_slo_aware():
     assert run_method(problem, "spf").objective == pytest.approx(2 / 2.7, abs=1e-12)
 
 
+def test_infinite_slo_means_always_met(tmp_path):
+    # Fig. 3 with job2's SLO set to .inf (YAML): job2 can no longer miss, so shortest-first
+    # (job1, job2, job3: e2e 300, 800, 1600 ms, total 2700) meets all 3: G = 3 / 2.7 = 1.1111 req/s,
+    # above the 3 / 2.9 of job2-first, and every exact method proves it.
+    text = FIG3.read_text().replace("slo_e2e_ms: 600,", "slo_e2e_ms: .inf,")
+    assert ".inf" in text
+    (tmp_path / "fig3_inf.yaml").write_text(text)
+    problem = load_priority_instance(tmp_path / "fig3_inf.yaml")
+    assert _g(problem, ["job1", "job2", "job3"], [1, 1, 1]) == pytest.approx(3 / 2.7, abs=1e-12)
+    for method in ("exact", "spf", "sa"):
+        result = run_method(problem, method)
+        assert result.objective == pytest.approx(3 / 2.7, abs=1e-12), method
+        assert result.validation.feasible and result.validation.objective == pytest.approx(3 / 2.7, abs=1e-12)
+
+
 def test_fig4_batch_size_tradeoff():
     problem = load_priority_instance(FIG4)
     # (B) one batch of 3: each job takes 800 ms, e2e 800 each, total 2400; only job3 (SLO 1000) meets:

@@ -83,3 +83,37 @@ def test_witness_and_bound_on_a_120_group_overload():
     rec = scale_up(hopeless, "blocks", time_limit=2.0)
     assert rec["status"] == "infeasible" and rec["extra_instances"] == {}
     assert "capacity bound" in rec["message"]
+
+
+def test_time_limit_is_one_budget_for_the_soft_milp_and_the_scale_up(monkeypatch):
+    # The hand case of test_infeasible_case_gives_the_exact_scale_up_and_soft_version: the hard MILP,
+    # the soft MILP and the scale-up (capacity bound, witness, MILP) all run.  Every limit handed on is
+    # what is left of the caller's 4 s (less as time passes), never a fresh 4 s per MILP: the soft MILP
+    # gets SOFT_SHARE of what is left, the capacity bound at most half of the scale-up's part.
+    import planner.queueing.capacity as capacity
+    import planner.queueing.solve as solve_module
+
+    limits: list[tuple[str, float | None]] = []
+    real_milp, real_bound = solve_module.solve_milp, capacity.capacity_lower_bound
+
+    def record_milp(problem, purpose, formulation, **kwargs):
+        limits.append((purpose, kwargs.get("time_limit")))
+        return real_milp(problem, purpose, formulation, **kwargs)
+
+    def record_bound(problem, **kwargs):
+        limits.append(("capacity", kwargs.get("time_limit")))
+        return real_bound(problem, **kwargs)
+
+    monkeypatch.setattr(solve_module, "solve_milp", record_milp)
+    monkeypatch.setattr(solve_module, "capacity_lower_bound", record_bound)
+    p = make_problem(["A"] * 4, [10] * 4, [10] * 4, swap=5.0, loaded="A", extra=3)
+    res = solve_queueing(p, formulation="slots", time_limit=4.0)
+    assert res.stats["scale_up"]["extra_instances"] == {"t": 2}  # the answer does not change
+    purposes = [purpose for purpose, _ in limits]
+    assert purposes[:2] == ["penalty", "total_lateness"] and "capacity" in purposes
+    budget = dict(limits)
+    assert all(limit is not None and 0 < limit <= 4.0 for _, limit in limits)
+    assert budget["total_lateness"] <= solve_module.SOFT_SHARE * 4.0 + 1e-9
+    assert budget["capacity"] <= 0.5 * 4.0 + 1e-9
+    if "scale_up" in budget:  # the witness may settle it before the scale-up MILP
+        assert budget["total_lateness"] + budget["scale_up"] <= 4.0 + 1e-9

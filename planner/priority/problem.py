@@ -75,7 +75,8 @@ SLO_FIELDS = {"e2e": ("slo_e2e_ms",), "chat": ("slo_ttft_ms", "slo_tpot_ms")}
 
 
 class PriorityJob(Frozen):
-    """One request: its SLO type (Eq. 5), lengths and SLOs (ms)."""
+    """One request: its SLO type (Eq. 5), lengths and SLOs (ms).  An SLO of ``.inf`` (YAML) is accepted on
+    purpose: a best-effort job that can never miss it (it still counts as met in G)."""
 
     name: str = Field(min_length=1)
     kind: Literal["e2e", "chat"] = Field(description="e2e: end-to-end SLO (h=1, code); chat: TTFT+TPOT SLO (h=0)")

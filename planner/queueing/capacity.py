@@ -144,7 +144,9 @@ def _bound_model(problem: QueueingProblem):
 
 def capacity_lower_bound(problem: QueueingProblem, *, solver: str = "highs", time_limit: float | None = 10.0,
                          threads: int | None = None) -> CapacityBound | None:
-    """The capacity bound of the module docstring; None if the solver gave no answer in time."""
+    """The capacity bound of the module docstring; None if the solver gave no answer in time.
+    ``time_limit`` covers both solves (with and without extra instances)."""
+    started = time.perf_counter()
     built = _bound_model(problem)
     if built is None:
         return CapacityBound(None, {}, True, 0)
@@ -160,7 +162,8 @@ def capacity_lower_bound(problem: QueueingProblem, *, solver: str = "highs", tim
     if counts.sum() > 0:  # the same rows with no extra instance allowed
         upper = model.col_upper.copy()
         upper[n.columns] = 0.0
-        z = solve(replace(model, col_upper=upper), solver, SolveOptions(time_limit=time_limit, threads=threads))
+        left = None if time_limit is None else max(time_limit - (time.perf_counter() - started), 0.01)
+        z = solve(replace(model, col_upper=upper), solver, SolveOptions(time_limit=left, threads=threads))
         infeasible_now = z.status == SolveStatus.INFEASIBLE
     return CapacityBound(float(out.objective), extra, infeasible_now, len(_thresholds(problem)))
 

@@ -13,8 +13,9 @@ is higher; a plan meeting it is optimal.  When the hard-deadline objective (pena
 or no plan meeting every SLO is found in time — it does not just fail: it solves the soft version
 (``soft_objective``, default total lateness, warm-started from the best baseline) and the scale-up
 MILP (the cheapest set of extra instances of the declared types that makes every SLO hold), and
-returns both.  A time limit applies to the certified pipeline as a whole (baselines included) and to
-each MILP of the fallback path (hard, soft, scale-up).
+returns both.  A time limit is one budget for the whole call, counted from its start (baselines
+included): the certified pipeline, then the fallback MILP, then the soft MILP (at most `SOFT_SHARE` of
+what is left when a scale-up follows) and the scale-up (the rest) share it.
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ FAMILY = "queueing"
 #: Above this many slot binaries (queues × groups²) `auto` uses the model-block formulation.
 SLOTS_MAX_BINARIES = 20_000
 FORMULATIONS = ("auto", "certified", "slots", "blocks")
+#: Share of the time left that the soft MILP gets when a scale-up follows (the soft plan is warm-started
+#: from the best baseline, so it exists anyway; the scale-up witness search needs the time more).
+SOFT_SHARE = 0.25
 
 
 def choose_formulation(problem: QueueingProblem, formulation: str) -> str:
@@ -118,9 +122,14 @@ def solve_milp(problem: QueueingProblem, purpose: str, formulation: str, *, solv
                    outcome.message, milp, stats)
 
 
+def _seconds_left(deadline: float | None, floor: float = 0.01) -> float | None:
+    """Seconds until ``deadline`` (a `time.perf_counter` value), at least ``floor``; None without a deadline."""
+    return None if deadline is None else max(deadline - time.perf_counter(), floor)
+
+
 def scale_up(problem: QueueingProblem, formulation: str = "auto", *, solver: str = "highs",
              time_limit: float | None = None, threads: int | None = None, seed: int = 0) -> dict:
-    """The cheapest extra instances (per type) that make every SLO hold.
+    """The cheapest extra instances (per type) that make every SLO hold; ``time_limit`` covers the whole call.
 
     First the capacity bound and the witness search of `planner.queueing.capacity` (a proven least
     cost, and the cheapest fleet on which a baseline + descent meets every SLO); if the witness
@@ -133,15 +142,17 @@ def scale_up(problem: QueueingProblem, formulation: str = "auto", *, solver: str
         return {"status": "no_candidates", "extra_instances": {},
                 "message": "no scale-up candidates declared (set extra_available on an instance type)"}
     t0 = time.perf_counter()
-    bound = capacity_lower_bound(problem, solver=solver, time_limit=time_limit, threads=threads)
+    deadline = None if time_limit is None else t0 + time_limit
+    # the capacity bound may use half of the budget; the witness search and the MILP share the rest
+    bound = capacity_lower_bound(problem, solver=solver, time_limit=None if time_limit is None else 0.5 * time_limit,
+                                 threads=threads)
     info = {"lower_bound_cost": None if bound is None else bound.cost,
             "current_fleet_infeasible": bool(bound is not None and bound.current_fleet_infeasible),
             "bound_message": describe_bound(bound)}
     if bound is not None and bound.cost is None:
         return {"status": "infeasible", "extra_instances": {}, "formulation": "capacity bound", **info,
                 "message": "even with every candidate instance the SLOs cannot all be met (capacity bound)"}
-    witness = witness_fleet(problem, min_cost=0.0 if bound is None else bound.cost,
-                            deadline=None if time_limit is None else t0 + time_limit)
+    witness = witness_fleet(problem, min_cost=0.0 if bound is None else bound.cost, deadline=deadline)
     witness_plan = None
     if witness is not None:
         by_name = dict(zip(witness.plan.queue_names, witness.plan.queues))
@@ -151,12 +162,17 @@ def scale_up(problem: QueueingProblem, formulation: str = "auto", *, solver: str
             return _scale_up_answer(candidates, witness_plan, "optimal", "capacity bound + witness", info,
                                     "proven minimal: the witness fleet costs the capacity bound")
     chosen = choose_formulation(candidates, formulation)
-    run = solve_milp(candidates, "scale_up", chosen, solver=solver, time_limit=time_limit, threads=threads, seed=seed)
+    run = solve_milp(candidates, "scale_up", chosen, solver=solver, time_limit=_seconds_left(deadline), threads=threads,
+                     seed=seed)
     milp_plan = run.plan if run.plan is not None and validate_assignment(candidates, run.plan, "scale_up").feasible else None
     plans = [p for p in (milp_plan, witness_plan) if p is not None]
     if not plans:
-        reason = ("even with every candidate instance the SLOs cannot all be met"
-                  if run.status == SolveStatus.INFEASIBLE and chosen == "slots" else run.message or run.status.value)
+        if run.status == SolveStatus.INFEASIBLE and chosen == "slots":
+            reason = "even with every candidate instance the SLOs cannot all be met"
+        elif deadline is not None and time.perf_counter() >= deadline:
+            reason = f"no fleet meeting every SLO found within the time limit ({info['bound_message']}; raise --time-limit)"
+        else:
+            reason = run.message or run.status.value
         return {"status": run.status.value, "extra_instances": {}, "message": reason, "formulation": chosen, **info}
     cost, plan = min(((validate_assignment(candidates, p, "scale_up").objective, p) for p in plans), key=lambda c: c[0])
     proven = (plan is milp_plan and run.status == SolveStatus.OPTIMAL and chosen == "slots") or is_at_bound(cost, bound)
@@ -279,7 +295,9 @@ def _infeasibility_head(proven_by_milp: bool, exact: bool, by_capacity: bool) ->
 def _infeasible(problem, run, chosen, solver, soft_objective, recommend_scale_up, time_limit, threads, seed, t0,
                 baseline_plans):
     """Hard SLOs infeasible (or no plan within the time limit): the soft plan (warm-started from the
-    best baseline on the soft objective) and the scale-up (`scale_up`).  ``time_limit`` applies to each MILP.
+    best baseline on the soft objective) and the scale-up (`scale_up`).  ``time_limit`` is the budget of the
+    whole `solve_queueing` call (started at ``t0``): the soft MILP gets `SOFT_SHARE` of what is left when a scale-up
+    follows (all of it otherwise), the scale-up the rest.
     The SLOs count as provably unmeetable when the exact slots MILP says so or when the capacity
     bound of the scale-up shows that the current fleet cannot meet them."""
     stats = dict(run.stats)
@@ -290,8 +308,10 @@ def _infeasible(problem, run, chosen, solver, soft_objective, recommend_scale_up
         parts.append(diagnose_infeasibility(run.milp.model, solver, time_limit_per_test=5.0).summary())
     soft = problem.with_objective(soft_objective)
     warm = min(baseline_plans, key=lambda plan: validate_assignment(soft, plan).objective, default=None)
-    soft_run = solve_milp(soft, soft_objective, chosen, solver=solver, time_limit=time_limit, threads=threads, seed=seed,
-                          warm_plan=warm)
+    deadline = None if time_limit is None else t0 + time_limit
+    left = _seconds_left(deadline)
+    soft_run = solve_milp(soft, soft_objective, chosen, solver=solver, seed=seed, warm_plan=warm, threads=threads,
+                          time_limit=left if left is None or not recommend_scale_up else SOFT_SHARE * left)
     if soft_run.plan is None and warm is not None:  # the solver stopped before reading any plan: keep the baseline
         soft_run = MilpRun(SolveStatus.FEASIBLE, warm, None, None, soft_run.seconds, soft_run.build_seconds,
                            soft_run.message, soft_run.milp, soft_run.stats)
@@ -304,7 +324,7 @@ def _infeasible(problem, run, chosen, solver, soft_objective, recommend_scale_up
         parts.append(f"soft version ({soft_objective}) = {report.objective:g}")
     by_capacity = False
     if recommend_scale_up:
-        rec = scale_up(problem, chosen, solver=solver, time_limit=time_limit, threads=threads, seed=seed)
+        rec = scale_up(problem, chosen, solver=solver, time_limit=_seconds_left(deadline), threads=threads, seed=seed)
         stats["scale_up"] = rec
         by_capacity = bool(rec.get("current_fleet_infeasible"))
         if rec["extra_instances"]:
