@@ -109,7 +109,7 @@ def main() -> None:
               "Σ estimated start; `assignment-bound gap` = the same with the swap-aware assignment bound alone. "
               "`cells after fixing` = (queue, group, slot) binaries left by reduced-cost fixing (the "
               "reduced MILP runs when ≤ 60 000). On `infeasible` / `no_solution` rows no plan meets every SLO: the plan is "
-              "the soft version's (total lateness) and `total s` includes the soft and scale-up MILPs (time limit each).")]
+              "the soft version's (total lateness) and `total s` includes the soft MILP and the scale-up, which share the one time limit of the call.")]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")
