@@ -17,7 +17,8 @@ Relaxing "each group on one queue" to fractions y ≥ 0 gives, for every d in a 
     Σ_g y^d_{g,i} = 1  (i ∈ D(d)),    Σ_{i ∈ D(d)} W[g,i]·y^d_{g,i} ≤ cap_g(d)  (existing queue g),
     Σ_{i ∈ D(d)} W[t,i]·y^d_{t,i} ≤ n_t · cap_t(d)   (the n_t new instances of type t, identical),
 
-and ``min Σ_t cost_t·n_t`` over integers ``0 ≤ n_t ≤ extra_available_t`` is a lower bound on the
+plus the swap rows of `define_swap_capacity` (an existing queue that serves a D(d) group of another
+model than its loaded one loses the swap time S_g of that capacity), and ``min Σ_t cost_t·n_t`` over integers ``0 ≤ n_t ≤ extra_available_t`` is a lower bound on the
 cost of every fleet whose plan meets every SLO (every such plan satisfies the rows).  Any subset
 of thresholds keeps it valid; `MAX_THRESHOLDS` distinct SLO values (evenly spread) are used.  When
 even every candidate instance leaves the rows infeasible, no fleet can meet the SLOs; when the
@@ -95,6 +96,29 @@ def _queue_classes(problem: QueueingProblem):
     return classes
 
 
+def define_swap_capacity(mb: ModelBuilder, tag: str, cols: np.ndarray, work: np.ndarray, swap: np.ndarray,
+                         cap: float) -> None:
+    """Rows ``swap_link`` and ``capacity_swap`` of one existing queue g and threshold d::
+
+        y^d_{g,i} ≤ z^d_g  (i of a model other than the loaded one),   z^d_g ∈ {0, 1},
+        Σ_{i ∈ D(d)} W[g,i]·y^d_{g,i} + S_g·z^d_g ≤ cap_g(d).
+
+    If a group of another model is among g's D(d) groups, a swap precedes it, so it precedes the
+    last of them to start (L, or that group itself): L starts at or after ``e_g + S_g + Σ_{other
+    D(d) groups on g} W``, and the capacity of the module docstring shrinks by S_g.  Every plan meeting
+    the SLOs satisfies the rows with z = [such a group is on g]; the shares y stay fractional.
+    ``swap`` = S_g for those groups, 0 for groups of the loaded model (no row then)."""
+    foreign = np.flatnonzero(swap > 0)
+    if not foreign.size:
+        return
+    z = mb.add_variables(f"swap_{tag}", 1, lower=0.0, upper=1.0, integer=True)
+    mb.add_constraints(f"swap_link_{tag}", foreign.size, np.repeat(np.arange(foreign.size), 2),
+                       np.column_stack([cols[foreign], np.full(foreign.size, z.start)]).ravel(),
+                       np.tile([1.0, -1.0], foreign.size), upper=0.0)
+    mb.add_constraints(f"capacity_swap_{tag}", 1, np.zeros(cols.size + 1, int), np.append(cols, z.start),
+                       np.append(work, float(swap[foreign].max())), upper=cap)
+
+
 def _bound_model(problem: QueueingProblem):
     mb = ModelBuilder("queueing-capacity-bound")
     types = problem.types
@@ -136,6 +160,8 @@ def _bound_model(problem: QueueingProblem):
             if t is None:
                 mb.add_constraints(f"capacity_d{d:g}_q{k}", 1, np.zeros(len(cols), int), np.array(cols), np.array(vals),
                                    upper=cap)
+                define_swap_capacity(mb, f"d{d:g}_q{k}", y.start + mine, w_of[mine],
+                                     (classes[k][2] - offset)[i_of[mine]], cap)
             else:
                 mb.add_constraints(f"capacity_d{d:g}_t{t}", 1, np.zeros(len(cols) + 1, int),
                                    np.array(cols + [n.start + t]), np.array(vals + [-cap]), upper=0.0)
