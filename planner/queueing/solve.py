@@ -335,8 +335,8 @@ def _infeasible(problem, run, chosen, solver, soft_objective, recommend_scale_up
             if found is not None:  # the witness search met every SLO where the MILP did not: that is the answer
                 found_report = validate_assignment(problem, found)
                 message = "; ".join([_infeasibility_head(proven, exact, False),
-                                     "a baseline + local-search plan (the scale-up witness) meets every SLO on the "
-                                     "current fleet and is reported (not proven optimal)"])
+                                     ("a baseline + local-search plan (the scale-up witness) meets every SLO on the "
+                                      "current fleet and is reported (not proven optimal)")])
                 return Result(FAMILY, "milp", solver, SolveStatus.FEASIBLE, found_report.objective, None,
                               time.perf_counter() - t0, found, run.build_seconds, message, found_report, "", stats)
             parts.append("scale-up: none needed — a plan meeting every SLO exists on the current fleet "
