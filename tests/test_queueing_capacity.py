@@ -134,8 +134,8 @@ def test_time_limit_is_one_budget_for_the_soft_milp_and_the_scale_up(monkeypatch
     # the soft MILP and the scale-up (capacity bound, witness, MILP) all run.  Every limit handed on is
     # what is left of the caller's 4 s (less as time passes), never a fresh 4 s per MILP: the soft MILP
     # gets SOFT_SHARE of what is left, the capacity bound at most half of the scale-up's part.
-    from planner.queueing import capacity
     import planner.queueing.solve as solve_module
+    from planner.queueing import capacity
 
     limits: list[tuple[str, float | None]] = []
     real_milp, real_bound = solve_module.solve_milp, capacity.capacity_lower_bound
