@@ -18,9 +18,9 @@ Relaxing "each group on one queue" to fractions y ≥ 0 gives, for every d in a 
     Σ_{i ∈ D(d)} W[t,i]·y^d_{t,i} ≤ n_t · cap_t(d)   (the n_t new instances of type t, identical),
 
 plus the swap rows of `define_swap_capacity` (an existing queue that serves a D(d) group of another
-model than its loaded one loses the swap time S_g of that capacity), and ``min Σ_t cost_t·n_t`` over integers ``0 ≤ n_t ≤ extra_available_t`` is a lower bound on the
-cost of every fleet whose plan meets every SLO (every such plan satisfies the rows).  Any subset
-of thresholds keeps it valid; `MAX_THRESHOLDS` distinct SLO values (evenly spread) are used.  When
+model than its loaded one loses the swap time S_g of that capacity), and ``min Σ_t cost_t·n_t`` over
+integers ``0 ≤ n_t ≤ extra_available_t`` is a lower bound on the cost of every fleet whose plan
+meets every SLO (every such plan satisfies the rows).  Any subset of thresholds keeps it valid; `MAX_THRESHOLDS` distinct SLO values (evenly spread) are used.  When
 even every candidate instance leaves the rows infeasible, no fleet can meet the SLOs; when the
 rows with n = 0 are infeasible, the current fleet provably cannot.
 
