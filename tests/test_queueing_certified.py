@@ -47,7 +47,9 @@ def test_assignment_duals_are_feasible_and_tight(seed):
 
     rng = np.random.default_rng(seed)
     cost = rng.uniform(0, 10, size=(7, 12))
-    column_of_row, row_dual, column_dual = assignment_with_duals(cost)
+    column_of_row, row_dual, column_dual, steps = assignment_with_duals(cost)
+    # the work count: each Dijkstra iteration scans the 12 columns; every row takes at least one
+    assert steps % 12 == 0 and steps >= 7 * 12
     rows, cols = linear_sum_assignment(cost)
     optimum = cost[rows, cols].sum()
     assert cost[np.arange(7), column_of_row].sum() == pytest.approx(optimum)
@@ -156,13 +158,17 @@ def test_incremental_move_costs_equal_full_recomputation(seed):
             for position in range(9):
                 trial = np.insert(seq, position, group)
                 full = queue_cost(trial, 9, g, work, own, slo, swap, busy, loaded, model_of) - base
-                fast = insertion_change(seq, 8, position, group, g, work, own, slo, swap, model_of, *profile[:4], 1e300)
+                counter = np.zeros(2, np.int64)
+                fast = insertion_change(seq, 8, position, group, g, work, own, slo, swap, model_of, *profile[:4], 1e300,
+                                        counter)
+                assert counter[0] == 1 and 0 <= counter[1] <= 8 - position  # one evaluation, at most the suffix scanned
                 assert fast == pytest.approx(full, rel=1e-9, abs=1e-6)
             for position in range(8):
                 trial = seq.copy()
                 trial[position] = group
                 full = queue_cost(trial, 8, g, work, own, slo, swap, busy, loaded, model_of) - base
-                fast = replacement_change(seq, 8, position, group, g, work, own, slo, swap, model_of, *profile, 1e300)
+                fast = replacement_change(seq, 8, position, group, g, work, own, slo, swap, model_of, *profile, 1e300,
+                                          np.zeros(2, np.int64))
                 assert fast == pytest.approx(full, rel=1e-9, abs=1e-6)
 
 
@@ -203,6 +209,58 @@ def test_certified_pipeline_is_deterministic():
     b = solve_queueing(p, threads=1)
     assert a.solution.queues == b.solution.queues
     assert a.objective == b.objective and a.bound == b.bound
+
+
+def test_time_limited_certified_pipeline_repeats_and_a_larger_budget_extends_the_same_run():
+    # 100 groups on 2 queues: the gap stays open and reduced-cost fixing leaves ~20,000 cells, so the
+    # time goes to the Lagrangian rounds and the iterated local search — the phases that used to stop on
+    # the wall clock.  They now stop on nominal seconds (planner.queueing.effort), so two runs with the
+    # same time limit take the same steps (the wall-clock guard is off here: the test holds on any machine).
+    import math
+
+    from planner.core.work import WorkClock
+    from planner.queueing.certified import ILS_ROUNDS_TIMED, solve_certified
+
+    p = random_problem(100, 2, seed=0)
+    starts = [fn(p) for fn in HEURISTICS.values()]
+
+    def run(limit):
+        return solve_certified(p, starts, time_limit=limit, clock=WorkClock(limit, guard_share=math.inf))
+
+    short, again, longer = run(0.3), run(0.3), run(0.6)
+    assert short.solution.queues == again.solution.queues
+    assert (short.objective, short.bound) == (again.objective, again.bound)
+    assert short.stats["ils_rounds"] == again.stats["ils_rounds"]
+    # the budget, not the round cap, ended the search, and twice the budget runs more rounds of the
+    # same random sequence from the same start, so its plan is at least as good
+    assert 0 < short.stats["ils_rounds"] < longer.stats["ils_rounds"] < ILS_ROUNDS_TIMED
+    assert longer.objective <= short.objective + 1e-9
+    for result, limit in ((short, 0.3), (longer, 0.6)):
+        assert validate_assignment(p, result.solution).objective == pytest.approx(result.objective)
+        assert not result.stats["wall_clock_cut"]
+        # a round starts only if, at the pace so far, it ends within ILS_SHARE (0.85) of the budget
+        assert 0.5 * limit <= result.stats["work_spent"] <= limit
+
+
+def test_a_run_stopped_by_the_wall_clock_guard_says_so():
+    # A clock whose wall time is already 99 % spent stands for a machine far slower than the
+    # calibration: the guard refuses every optional phase, the plan is still validated and bounded,
+    # and the result says that this run may not repeat.
+    import time
+
+    from planner.core.work import WorkClock
+    from planner.queueing.certified import solve_certified
+
+    p = random_problem(100, 2, seed=0)
+    starts = [fn(p) for fn in HEURISTICS.values()]
+    clock = WorkClock(1.0, started=time.perf_counter() - 0.99)
+    result = solve_certified(p, starts, time_limit=1.0, clock=clock)
+    assert result.stats["wall_clock_cut"] and "may not repeat" in result.message
+    assert result.stats["local_search_starts"] == [starts[0].method]  # only the first descent ran
+    assert "ils_rounds" not in result.stats or result.stats["ils_rounds"] == 0
+    report = validate_assignment(p, result.solution)
+    assert report.feasible and report.objective == pytest.approx(result.objective)
+    assert result.bound <= result.objective + 1e-9
 
 
 def test_iterated_local_search_is_valid_never_worse_and_deterministic():

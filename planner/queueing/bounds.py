@@ -23,6 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from planner.core.work import WorkClock
+from planner.queueing import effort
 from planner.queueing.problem import QueueingProblem
 
 #: Group × slot cells above which the bound is skipped (memory/time).
@@ -129,8 +131,10 @@ def relaxation_data(problem: QueueingProblem) -> RelaxationData | None:
     return RelaxationData(tuple(queues), work, np.where(forbidden, 0.0, base), forbidden, slo)
 
 
-def swap_assignment_bound(problem: QueueingProblem, max_cells: int = MAX_CELLS) -> AssignmentBound | None:
-    """The swap-aware assignment bound (`AssignmentBound`) of the penalty objective; None if not applicable."""
+def swap_assignment_bound(problem: QueueingProblem, max_cells: int = MAX_CELLS,
+                          clock: WorkClock | None = None) -> AssignmentBound | None:
+    """The swap-aware assignment bound (`AssignmentBound`) of the penalty objective; None if not
+    applicable.  Its nominal seconds (`planner.queueing.effort.assignment_seconds`) are charged to ``clock``."""
     from planner.queueing.compiled import assignment_with_duals  # lazy: numba's import is slow
 
     data = relaxation_data(problem)
@@ -146,7 +150,9 @@ def swap_assignment_bound(problem: QueueingProblem, max_cells: int = MAX_CELLS) 
         r = np.arange(depth, dtype=float)
         cost = work.T[:, :, None] * r[None, None, :] + finite_base.T[:, :, None]
         cost = np.where(forbidden.T[:, :, None], big, cost)
-        column_of_row, row_dual, column_dual = assignment_with_duals(np.ascontiguousarray(cost.reshape(n, -1)))
+        column_of_row, row_dual, column_dual, steps = assignment_with_duals(np.ascontiguousarray(cost.reshape(n, -1)))
+        if clock is not None:
+            clock.charge(effort.assignment_seconds(steps, cost.size, n))
         chosen = cost.reshape(n, -1)[np.arange(n), column_of_row]
         if (chosen >= big).any():
             return None  # every plan breaks an SLO at the head of a queue: no bound from here

@@ -41,6 +41,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from planner.core.work import WorkClock
+from planner.queueing import effort
 from planner.queueing.heuristics import edf, fcfs, greedy
 from planner.queueing.local_search import improve_plan
 from planner.queueing.problem import QueueAssignment, QueueingProblem
@@ -208,8 +210,11 @@ def fleet_problem(problem: QueueingProblem, extra: dict[int, int]) -> QueueingPr
     return candidates._replace(queues=tuple(queues), objective="penalty")
 
 
-def witness_fleet(problem: QueueingProblem, *, min_cost: float = 0.0, deadline: float | None = None) -> Witness | None:
-    """The cheapest fleet (from ``min_cost`` up) on which a baseline + descent meets every SLO."""
+def witness_fleet(problem: QueueingProblem, *, min_cost: float = 0.0, clock: WorkClock | None = None) -> Witness | None:
+    """The cheapest fleet (from ``min_cost`` up) on which a baseline + descent meets every SLO.
+
+    Each fleet tried is charged to ``clock`` (nominal seconds of `planner.queueing.effort`, so the
+    search is repeatable); a further fleet is tried only while the clock allows it."""
     types = problem.types
     ranges = [range(t.extra_available + 1) for t in types]
     fleets = sorted(itertools.product(*ranges),
@@ -219,12 +224,16 @@ def witness_fleet(problem: QueueingProblem, *, min_cost: float = 0.0, deadline: 
         cost = sum(types[t].cost_per_instance * k for t, k in enumerate(counts))
         if cost < min_cost - 1e-9:
             continue
-        if tried >= MAX_WITNESS_FLEETS or (deadline is not None and time.perf_counter() > deadline):
+        if tried >= MAX_WITNESS_FLEETS or (clock is not None and not clock.allows()):
             return None
         tried += 1
         sub = fleet_problem(problem, {t: k for t, k in enumerate(counts) if k})
         for baseline in (edf, greedy, fcfs):
-            plan = improve_plan(sub, baseline(sub))
+            start = baseline(sub)
+            plan = improve_plan(sub, start, clock=clock)
+            if clock is not None:
+                clock.charge(effort.baseline_seconds(sub.num_queues, sub.num_groups) / 3
+                             + effort.replay_seconds(sub.num_groups))
             if validate_assignment(sub, plan).feasible:
                 extra = {types[t].name: int(k) for t, k in enumerate(counts) if k}
                 return Witness(extra, float(cost), sub, plan, tried)

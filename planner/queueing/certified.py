@@ -32,6 +32,17 @@ a plan beyond ~50 groups; the model-block MILP is a restriction with a weak rela
    capped at UB, is a global lower bound.
 5. The reported bound is the best of the three certified bounds; the gap is measured on Σ start.
 
+**Repeatable under a time limit.**  Every share and budget above is counted in *nominal seconds*
+(`planner.core.work.WorkClock`, charged from work counts by `planner.queueing.effort`: move
+evaluations, Hungarian steps, matrix cells), not on the wall clock, so the same problem, seed and
+time limit give the same plan and bound on every run (before, two 5 s runs of 200 × 2 ended 66 and
+96 local-search rounds in and returned different plans).  The wall clock only guards: a phase is
+also refused past 95 % of the limit in wall time (a much slower machine than the calibration; then
+``stats["wall_clock_cut"]`` is set and the message says the run may not repeat), and the reduced
+slots MILP, the one HiGHS solve, gets the least of the nominal and the wall time left — a MILP
+stopped by its time limit is the one remaining source of run-to-run differences.
+``stats["work_spent"]`` = the nominal seconds charged (the MILP's own time is not).
+
 Returns None when the pipeline does not apply (no plan meeting every SLO was found, or no bound can
 be computed); the caller then runs the previous path (soft version and scale-up MILP).
 """
@@ -43,6 +54,8 @@ import time
 import numpy as np
 
 from planner.core.result import Result
+from planner.core.work import WorkClock
+from planner.queueing import effort
 from planner.queueing.bounds import relaxation_data, swap_assignment_bound
 from planner.queueing.lagrangian import deadline_lagrangian_bound, relaxation_sequences
 from planner.queueing.lagrangian_fixing import lagrangian_reduced_costs
@@ -91,11 +104,12 @@ MAX_REDUCED_CELLS = 60_000
 REDUCED_CELLS_PER_SECOND = 1_000
 
 
-def reduced_cell_cap(time_limit: float | None, started: float) -> int:
-    """Largest number of cells left by reduced-cost fixing for which the reduced slots MILP is tried."""
-    if time_limit is None:
+def reduced_cell_cap(clock: WorkClock) -> int:
+    """Largest number of cells left by reduced-cost fixing for which the reduced slots MILP is tried
+    (from the nominal seconds left on ``clock``)."""
+    remaining = clock.left()
+    if remaining is None:
         return MAX_REDUCED_CELLS
-    remaining = max(time_limit - (time.perf_counter() - started), 0.0)
     return int(min(MAX_REDUCED_CELLS, REDUCED_CELLS_PER_SECOND * remaining))
 
 
@@ -126,29 +140,32 @@ def kept_cells(problem: QueueingProblem, bound, upper: float, lagrangian: tuple[
     return np.column_stack([queue, group, slot]).astype(np.int64)
 
 
-def best_local_search(problem: QueueingProblem, starts: list[QueueAssignment], time_limit: float | None,
-                      started: float) -> tuple[QueueAssignment | None, object, dict]:
+def best_local_search(problem: QueueingProblem, starts: list[QueueAssignment],
+                      clock: WorkClock) -> tuple[QueueAssignment | None, object, dict]:
     """The descent from each start in turn; the best plan meeting every SLO.
 
-    The first start always runs; a further one only if, at the pace of the first descent (× 3, a
-    descent from a worse start takes longer), it would end within `MULTI_START_SHARE` of the time
-    limit — so on large instances the time goes to one descent and the bound, not to restarts."""
+    The first start always runs; a further one only if, at the nominal pace of the first descent (× 3,
+    a descent from a worse start takes longer), it would end within `MULTI_START_SHARE` of the time
+    limit — so on large instances the time goes to one descent and the bound, not to restarts.
+    ``info["descent_nominal_seconds"]`` = the nominal seconds per start."""
     best, best_report, info = None, None, {"local_search_starts": []}
     t0 = time.perf_counter()
+    began = clock.spent
     first_seconds = 0.0
     for k, start in enumerate(starts):
-        if k and time_limit is not None and (
-                time.perf_counter() - started + 3.0 * first_seconds > MULTI_START_SHARE * time_limit):
+        if k and not clock.allows(3.0 * first_seconds, MULTI_START_SHARE):
             break
-        for plan in (improve_plan(problem, start), start):
+        for plan in (improve_plan(problem, start, clock=clock), start):
+            clock.charge(effort.replay_seconds(problem.num_groups))
             report = validate_assignment(problem, plan)
             if report.feasible and (best is None or report.objective < best_report.objective - 1e-9):
                 best, best_report = plan, report
                 info["plan_from"] = f"local-search from {start.method}" if plan is not start else start.method
         info["local_search_starts"].append(start.method)
         if k == 0:
-            first_seconds = time.perf_counter() - t0
+            first_seconds = clock.spent - began
     info["local_search_seconds"] = round(time.perf_counter() - t0, 4)
+    info["descent_nominal_seconds"] = (clock.spent - began) / max(len(info["local_search_starts"]), 1)
     return best, best_report, info
 
 
@@ -161,10 +178,13 @@ def relaxation_plan(problem: QueueingProblem, queues: tuple[int, ...],
     return QueueAssignment.of(problem, full, method)
 
 
-def repair_relaxation_plan(problem: QueueingProblem, start: QueueAssignment, objective: float):
+def repair_relaxation_plan(problem: QueueingProblem, start: QueueAssignment, objective: float,
+                           clock: WorkClock | None = None):
     """The Lagrangian heuristic: the local search from a relaxation's plan; (plan, report) if it meets
     every SLO and beats ``objective``, else None."""
-    plan = improve_plan(problem, start)
+    plan = improve_plan(problem, start, clock=clock)
+    if clock is not None:
+        clock.charge(effort.replay_seconds(problem.num_groups))
     report = validate_assignment(problem, plan)
     if report.feasible and report.objective < objective - 1e-9:
         return plan, report
@@ -172,12 +192,13 @@ def repair_relaxation_plan(problem: QueueingProblem, start: QueueAssignment, obj
 
 
 def adopt_repaired_relaxation(problem: QueueingProblem, queues: tuple[int, ...], sequences: tuple[tuple[int, ...], ...],
-                              name: str, plan: QueueAssignment, report, lower: float, stats: dict):
+                              name: str, plan: QueueAssignment, report, lower: float, stats: dict,
+                              clock: WorkClock | None = None):
     """The Lagrangian heuristic step shared by both relaxations: repair the relaxation's plan
     (``sequences`` per usable queue, `relaxation_plan`) by local search; if it meets every SLO and
     beats the incumbent ``plan`` (penalty ``report.objective``), it becomes the incumbent (the bound
     ``lower`` is capped at its penalty, ``stats["plan_from"]`` records it).  Returns (plan, report, lower)."""
-    repaired = repair_relaxation_plan(problem, relaxation_plan(problem, queues, sequences, name), report.objective)
+    repaired = repair_relaxation_plan(problem, relaxation_plan(problem, queues, sequences, name), report.objective, clock)
     if repaired is None:
         return plan, report, lower
     plan, report = repaired
@@ -185,22 +206,24 @@ def adopt_repaired_relaxation(problem: QueueingProblem, queues: tuple[int, ...],
     return plan, report, min(lower, report.objective)
 
 
-def _time_allows(time_limit: float | None, started: float, seconds: float, share: float) -> bool:
-    return time_limit is None or time.perf_counter() - started + seconds <= share * time_limit
-
-
 def solve_certified(problem: QueueingProblem, starts: list[QueueAssignment], *, solver: str = "highs",
                     time_limit: float | None = None, threads: int | None = None, seed: int = 0,
-                    verbose: bool = False, started: float | None = None) -> Result[QueueAssignment] | None:
-    """Local search from ``starts`` (best first), the assignment bound, then (if needed) the reduced slots MILP."""
+                    verbose: bool = False, started: float | None = None,
+                    clock: WorkClock | None = None) -> Result[QueueAssignment] | None:
+    """Local search from ``starts`` (best first), the assignment bound, then (if needed) the reduced slots MILP.
+
+    Every phase decides on ``clock`` (nominal seconds, `planner.core.work`; a new one for
+    ``time_limit`` counted from ``started`` when not given), so a time-limited run is repeatable."""
     started = time.perf_counter() if started is None else started
+    clock = WorkClock(time_limit, started) if clock is None else clock
+    time_limit = clock.time_limit
     stats: dict = {"formulation": "certified"}
-    plan, report, info = best_local_search(problem, starts, time_limit, started)
+    plan, report, info = best_local_search(problem, starts, clock)
     stats.update(info)
     if plan is None:
         return None
     t0 = time.perf_counter()
-    bound = swap_assignment_bound(problem)
+    bound = swap_assignment_bound(problem, clock=clock)
     stats["bound_seconds"] = round(time.perf_counter() - t0, 4)
     if bound is None:
         return None
@@ -210,19 +233,19 @@ def solve_certified(problem: QueueingProblem, starts: list[QueueAssignment], *, 
     build_seconds = 0.0
     stats["assignment_bound"] = bound.value
     lagrangian = None
-    descent_seconds = stats["local_search_seconds"] / max(len(stats["local_search_starts"]), 1)
+    descent_seconds = stats.pop("descent_nominal_seconds")
     cheap_descent = time_limit is None or 2.0 * descent_seconds <= RELAXATION_DESCENT_SHARE * time_limit
     if _gap_of_sum_start(problem, objective, lower) > OPTIMALITY_GAP and cheap_descent and \
-            _time_allows(time_limit, started, 2.0 * descent_seconds, RELAXATION_START_SHARE):
+            clock.allows(2.0 * descent_seconds, RELAXATION_START_SHARE):
         sequences = relaxation_sequences(len(bound.queues), np.arange(problem.num_groups),
                                          np.array([q for q, _ in bound.assignment]), np.array([r for _, r in bound.assignment]))
         plan, report, lower = adopt_repaired_relaxation(problem, bound.queues, sequences, "assignment relaxation",
-                                                        plan, report, lower, stats)
+                                                        plan, report, lower, stats, clock)
         objective = report.objective
     if _gap_of_sum_start(problem, objective, lower) > OPTIMALITY_GAP:
         t0 = time.perf_counter()
-        deadline = None if time_limit is None else started + LAGRANGIAN_SHARE * time_limit
-        lagrangian = deadline_lagrangian_bound(problem, objective, rounds=LAGRANGIAN_ROUNDS, deadline=deadline)
+        lagrangian = deadline_lagrangian_bound(problem, objective, rounds=LAGRANGIAN_ROUNDS, clock=clock,
+                                               share=LAGRANGIAN_SHARE)
         stats["lagrangian_seconds"] = round(time.perf_counter() - t0, 4)
         if lagrangian is not None:
             stats.update({"lagrangian_bound": lagrangian.value, "lagrangian_rounds": lagrangian.rounds})
@@ -230,31 +253,32 @@ def solve_certified(problem: QueueingProblem, starts: list[QueueAssignment], *, 
                 lower = min(lagrangian.value, objective)
                 bound_source = "deadline Lagrangian (split-group assignment, certified)"
             if lagrangian.sequences and _gap_of_sum_start(problem, objective, lower) > OPTIMALITY_GAP and cheap_descent and \
-                    _time_allows(time_limit, started, 2.0 * descent_seconds, ILS_SHARE):
+                    clock.allows(2.0 * descent_seconds, ILS_SHARE):
                 plan, report, lower = adopt_repaired_relaxation(problem, bound.queues, lagrangian.sequences,
-                                                                "Lagrangian relaxation", plan, report, lower, stats)
+                                                                "Lagrangian relaxation", plan, report, lower, stats, clock)
                 objective = report.objective
     if _gap_of_sum_start(problem, objective, lower) > OPTIMALITY_GAP:
         lagrangian_fixing = None
         keep = kept_mask(problem, bound, objective)
         stats["cells_after_assignment_fixing"] = int(keep.sum())
-        cell_cap = reduced_cell_cap(time_limit, started)
+        cell_cap = reduced_cell_cap(clock)
         if lagrangian is not None and lagrangian.value > bound.value + 1e-9 and lagrangian.multipliers.any() and \
                 keep.sum() <= LAGRANGIAN_FIXING_REACH * cell_cap:
             t0 = time.perf_counter()
             lagrangian_fixing = lagrangian_reduced_costs(relaxation_data(problem), lagrangian.multipliers,
-                                                         problem.num_groups)
+                                                         problem.num_groups, clock=clock)
             stats["lagrangian_fixing_seconds"] = round(time.perf_counter() - t0, 4)
         cells = kept_cells(problem, bound, objective, lagrangian_fixing, keep)
         stats["cells_after_fixing"] = len(cells)
-        remaining = None if time_limit is None else time_limit - (time.perf_counter() - started)
+        remaining = clock.left()
         if len(cells) > cell_cap:
             message = (f"reduced-cost fixing leaves {len(cells)} cells (> {cell_cap}): exact MILP skipped; "
                        f"bound = {bound_source}")
             t0 = time.perf_counter()
-            deadline = None if time_limit is None else started + ILS_SHARE * time_limit
             improved, rounds = iterated_local_search(
-                problem, plan, rounds=ILS_ROUNDS if time_limit is None else ILS_ROUNDS_TIMED, seed=seed, deadline=deadline)
+                problem, plan, rounds=ILS_ROUNDS if time_limit is None else ILS_ROUNDS_TIMED, seed=seed, clock=clock,
+                share=ILS_SHARE)
+            clock.charge(effort.replay_seconds(problem.num_groups))
             improved_report = validate_assignment(problem, improved)
             stats.update({"ils_rounds": rounds, "ils_seconds": round(time.perf_counter() - t0, 4)})
             if improved_report.feasible and improved_report.objective < objective - 1e-9:
@@ -267,7 +291,10 @@ def solve_certified(problem: QueueingProblem, starts: list[QueueAssignment], *, 
             milp = build_reduced_slots(problem, cells)
             warm = milp.warm_start(problem, [list(q) for q in plan.queues])
             build_seconds = time.perf_counter() - t0
-            limit = None if remaining is None else max(remaining - build_seconds - MILP_MARGIN_SECONDS, 0.05)
+            clock.charge(effort.milp_build_seconds(len(cells)))
+            # HiGHS stops on the wall clock: the least of the nominal and the wall-clock time left
+            left = None if remaining is None else min(clock.left(), clock.wall_left())
+            limit = None if left is None else max(left - MILP_MARGIN_SECONDS, 0.05)
             total_start = objective + float(problem.slo().sum())
             outcome = solve(milp.model, solver, SolveOptions(
                 time_limit=limit, threads=threads, seed=seed, verbose=verbose, warm_start=warm, mip_rel_gap=1e-9,
@@ -294,6 +321,11 @@ def solve_certified(problem: QueueingProblem, starts: list[QueueAssignment], *, 
                 message = f"reduced slots MILP: {outcome.message or outcome.status.value}"
     gap = _gap_of_sum_start(problem, objective, lower)
     stats["gap_of_sum_start"] = gap
+    stats.update({"work_spent": round(clock.spent, 4), "wall_clock_cut": clock.wall_cut})
+    if clock.wall_cut:
+        message = (message + "; " if message else "") + \
+            ("the wall-clock guard stopped a phase before its nominal budget (a slower machine than the "
+             "calibration of planner.queueing.effort): this run may not repeat exactly")
     status = SolveStatus.OPTIMAL if gap <= OPTIMALITY_GAP else SolveStatus.FEASIBLE
     if status == SolveStatus.FEASIBLE:
         message = (message + "; " if message else "") + f"gap on Σ start {100 * gap:.3f} % (not proven optimal)"

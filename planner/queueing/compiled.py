@@ -32,7 +32,9 @@ LATENESS_WEIGHT = 1e4
 
 @njit(cache=True)
 def assignment_with_duals(cost):
-    """Min-cost assignment of every row to a distinct column; returns (column of each row, row duals, column duals)."""
+    """Min-cost assignment of every row to a distinct column; returns (column of each row, row duals,
+    column duals, steps): ``steps`` = columns scanned (Σ over the Dijkstra iterations of ``columns``),
+    the deterministic work count of `planner.queueing.effort`."""
     rows, columns = cost.shape
     infinity = 1e300
     row_potential = np.zeros(rows + 1)
@@ -41,12 +43,14 @@ def assignment_with_duals(cost):
     previous_column = np.zeros(columns + 1, np.int64)
     shortest = np.empty(columns + 1)
     visited = np.zeros(columns + 1, np.bool_)
+    steps = 0
     for row in range(1, rows + 1):
         row_of_column[0] = row
         current = 0
         shortest[:] = infinity
         visited[:] = False
         while True:
+            steps += columns
             visited[current] = True
             source_row = row_of_column[current]
             delta = infinity
@@ -79,7 +83,7 @@ def assignment_with_duals(cost):
     for j in range(1, columns + 1):
         if row_of_column[j] > 0:
             column_of_row[row_of_column[j] - 1] = j - 1
-    return column_of_row, row_potential[1:].copy(), column_potential[1:].copy()
+    return column_of_row, row_potential[1:].copy(), column_potential[1:].copy(), steps
 
 
 @njit(cache=True)
@@ -153,7 +157,7 @@ def queue_profile(sequence, length, queue, work, own, slo, swap, busy, loaded, m
 
 @njit(cache=True, inline="always")
 def insertion_change(sequence, length, position, group, queue, work, own, slo, swap, model_of,
-                     clock_before, model_before, slack, suffix_min_slack, cutoff):
+                     clock_before, model_before, slack, suffix_min_slack, cutoff, counter):
     """Change of `queue_cost` when ``group`` is inserted at ``position`` (profile of the queue given).
 
     The group starts at ``clock_before[p]`` (+ a swap if its model differs from the one loaded
@@ -161,8 +165,10 @@ def insertion_change(sequence, length, position, group, queue, work, own, slo, s
     so Σ estimate grows by ``estimate_i + δ·(length − p)``; lateness changes only where ``δ`` exceeds
     the slack (checked against the suffix minimum, scanned only then).  When even the least added
     lateness, ``min(δ, δ − min slack)``, puts the change at or above ``cutoff`` (a move that cannot
-    win) the scan is skipped and that lower bound is returned.
+    win) the scan is skipped and that lower bound is returned.  Work counts (`planner.queueing.effort`):
+    ``counter[0]`` += 1 (an evaluation), ``counter[1]`` += the positions scanned.
     """
+    counter[0] += 1
     s = swap[queue]
     switch = model_of[group] != model_before[position]
     start = clock_before[position] + (s if switch else 0.0)
@@ -179,6 +185,7 @@ def insertion_change(sequence, length, position, group, queue, work, own, slo, s
             least = min(shift, shift - suffix_min_slack[position])
             if change + LATENESS_WEIGHT * (late + least) >= cutoff:
                 return change + LATENESS_WEIGHT * (late + least)
+            counter[1] += length - position
             for k in range(position, length):
                 before = -slack[k] if slack[k] < 0.0 else 0.0
                 after = shift - slack[k]
@@ -188,13 +195,15 @@ def insertion_change(sequence, length, position, group, queue, work, own, slo, s
 
 @njit(cache=True, inline="always")
 def replacement_change(sequence, length, position, group, queue, work, own, slo, swap, model_of,
-                       clock_before, model_before, slack, suffix_min_slack, suffix_late, cutoff):
+                       clock_before, model_before, slack, suffix_min_slack, suffix_late, cutoff, counter):
     """Change of `queue_cost` when the group at ``position`` is replaced by ``group`` (profile given).
 
     Same bookkeeping as `insertion_change`: the new group starts at ``clock_before[p]`` (+ swap); the
     later groups shift by ``δ`` = the change of the finish time of position p plus the change of the
-    swap into position p + 1; lateness is rescanned only when ``δ`` can change it.
+    swap into position p + 1; lateness is rescanned only when ``δ`` can change it.  ``counter`` as in
+    `insertion_change`.
     """
+    counter[0] += 1
     s = swap[queue]
     old = sequence[position]
     switch = model_of[group] != model_before[position]
@@ -217,6 +226,7 @@ def replacement_change(sequence, length, position, group, queue, work, own, slo,
         elif shift < 0.0 and suffix_late[position + 1] > 0.0:
             rescan = True
         if rescan:
+            counter[1] += length - position - 1
             for k in range(position + 1, length):
                 before = -slack[k] if slack[k] < 0.0 else 0.0
                 after = shift - slack[k]
@@ -225,8 +235,11 @@ def replacement_change(sequence, length, position, group, queue, work, own, slo,
 
 
 @njit(cache=True)
-def local_search(sequences, lengths, work, own, slo, swap, busy, loaded, model_of, allowed, max_passes, exchange):
-    """Relocate / exchange descent on ``sequences`` (modified in place); returns the number of passes."""
+def local_search(sequences, lengths, work, own, slo, swap, busy, loaded, model_of, allowed, max_passes, exchange, counter):
+    """Relocate / exchange descent on ``sequences`` (modified in place); returns the number of passes.
+
+    Work counts (`planner.queueing.effort`): ``counter[0]`` = move evaluations, ``counter[1]`` =
+    positions rescanned for lateness, ``counter[2]`` = positions of the queue profiles built."""
     queues, size = sequences.shape[0], sequences.shape[1] + 1
     cost = np.empty(queues)
     clock_before = np.empty((queues, size))
@@ -235,6 +248,7 @@ def local_search(sequences, lengths, work, own, slo, swap, busy, loaded, model_o
     suffix_min_slack = np.empty((queues, size))
     suffix_late = np.empty((queues, size))
     for g in range(queues):
+        counter[2] += lengths[g] + 1
         cost[g] = queue_profile(sequences[g], lengths[g], g, work, own, slo, swap, busy, loaded, model_of, clock_before[g],
                                 model_before[g], slack[g], suffix_min_slack[g], suffix_late[g])
     removed = np.empty(size, np.int64)
@@ -258,6 +272,7 @@ def local_search(sequences, lengths, work, own, slo, swap, busy, loaded, model_o
                     if q != k:
                         removed[n] = sequences[a, q]
                         n += 1
+                counter[2] += lengths[a] + 1
                 cost_a = queue_profile(removed, n, a, work, own, slo, swap, busy, loaded, model_of, own_clock, own_model,
                                        own_slack, own_min, own_late)
                 best, best_queue, best_position = -1e-9, -1, -1
@@ -270,7 +285,7 @@ def local_search(sequences, lengths, work, own, slo, swap, busy, loaded, model_o
                                 continue
                             change = cost_a - cost[a] + insertion_change(
                                 removed, n, position, group, a, work, own, slo, swap, model_of, own_clock, own_model,
-                                own_slack, own_min, best - (cost_a - cost[a]))
+                                own_slack, own_min, best - (cost_a - cost[a]), counter)
                             if change < best:
                                 best, best_queue, best_position = change, b, position
                     else:
@@ -278,7 +293,7 @@ def local_search(sequences, lengths, work, own, slo, swap, busy, loaded, model_o
                         for position in range(lengths[b] + 1):
                             change = base + insertion_change(sequences[b], lengths[b], position, group, b, work, own, slo,
                                                              swap, model_of, clock_before[b], model_before[b], slack[b],
-                                                             suffix_min_slack[b], best - base)
+                                                             suffix_min_slack[b], best - base, counter)
                             if change < best:
                                 best, best_queue, best_position = change, b, position
                 if best_queue < 0:
@@ -299,6 +314,7 @@ def local_search(sequences, lengths, work, own, slo, swap, busy, loaded, model_o
                     for q in range(lengths[b]):
                         sequences[b, q] = trial[q]
                 for g in (a, b):
+                    counter[2] += lengths[g] + 1
                     cost[g] = queue_profile(sequences[g], lengths[g], g, work, own, slo, swap, busy, loaded, model_of,
                                             clock_before[g], model_before[g], slack[g], suffix_min_slack[g], suffix_late[g])
         for a in range(queues if exchange else 0):  # exchange two groups of different queues (each takes the other's position)
@@ -310,14 +326,15 @@ def local_search(sequences, lengths, work, own, slo, swap, busy, loaded, model_o
                             continue
                         change_a = replacement_change(sequences[a], lengths[a], k, second, a, work, own, slo, swap, model_of,
                                                       clock_before[a], model_before[a], slack[a], suffix_min_slack[a],
-                                                      suffix_late[a], 1e300)
+                                                      suffix_late[a], 1e300, counter)
                         change_b = replacement_change(sequences[b], lengths[b], m, first, b, work, own, slo, swap, model_of,
                                                       clock_before[b], model_before[b], slack[b], suffix_min_slack[b],
-                                                      suffix_late[b], -1e-9 - change_a)
+                                                      suffix_late[b], -1e-9 - change_a, counter)
                         if change_a + change_b < -1e-9:
                             sequences[a, k], sequences[b, m] = second, first
                             improved = True
                             for g in (a, b):
+                                counter[2] += lengths[g] + 1
                                 cost[g] = queue_profile(sequences[g], lengths[g], g, work, own, slo, swap, busy, loaded,
                                                         model_of, clock_before[g], model_before[g], slack[g],
                                                         suffix_min_slack[g], suffix_late[g])

@@ -40,8 +40,9 @@ on continuous targets λ (μ = round(λ), capped at `MAX_MULTIPLIER`): the subgr
 ``f · (UB − value) / ‖subgradient‖²`` towards the incumbent's penalty UB, f × `STEP_DECAY` after a
 round without improvement; the best value is returned.  It stops after ``rounds`` rounds, when the
 subgradient vanishes, the value reaches UB or f falls below `MIN_STEP_FACTOR`, or when at the pace
-so far the next round would end after ``deadline`` (a `time.perf_counter` value) — the only
-timing-dependent part.
+so far the next round would end after ``share`` of the time limit of ``clock`` (a
+`planner.core.work.WorkClock`: nominal seconds from counted Hungarian steps and matrix cells,
+`planner.queueing.effort`, so a time-limited run is repeatable).
 
 The relaxation's solution at the best multipliers is also read as a plan (`relaxation_sequences`,
 repaired by local search in `planner.queueing.certified`: the Lagrangian heuristic), and its LP
@@ -57,11 +58,12 @@ group sets, or branching) is needed.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
 
+from planner.core.work import WorkClock
+from planner.queueing import effort
 from planner.queueing.bounds import RelaxationData, relaxation_data
 from planner.queueing.problem import QueueingProblem
 
@@ -128,7 +130,7 @@ class SplitAssignment:
 
 
 def solve_split_assignment(data: RelaxationData, pieces_of: np.ndarray,
-                           max_cells: int = MAX_CELLS) -> SplitAssignment | None:
+                           max_cells: int = MAX_CELLS, clock: WorkClock | None = None) -> SplitAssignment | None:
     """The split-group assignment of the module docstring; None when the matrix would be too large or
     every assignment uses a forbidden cell."""
     from planner.queueing.compiled import assignment_with_duals  # lazy: numba's import is slow
@@ -149,7 +151,9 @@ def solve_split_assignment(data: RelaxationData, pieces_of: np.ndarray,
         r = np.arange(depth, dtype=float)
         cost = piece_work.T[:, :, None] * r[None, None, :] + piece_base.T[:, :, None]
         cost = np.where(forbidden.T[:, :, None], big, cost).reshape(pieces, -1)
-        column_of_row, row_dual, column_dual = assignment_with_duals(np.ascontiguousarray(cost))
+        column_of_row, row_dual, column_dual, steps = assignment_with_duals(np.ascontiguousarray(cost))
+        if clock is not None:
+            clock.charge(effort.assignment_seconds(steps, cost.size, pieces))
         chosen = cost[np.arange(pieces), column_of_row]
         if (chosen >= big).any():
             return None
@@ -162,14 +166,15 @@ def solve_split_assignment(data: RelaxationData, pieces_of: np.ndarray,
 
 
 def split_assignment_value(data: RelaxationData, pieces_of: np.ndarray, scale: int = 1,
-                           max_cells: int = MAX_CELLS, with_plan: bool = False) -> tuple | None:
+                           max_cells: int = MAX_CELLS, with_plan: bool = False,
+                           clock: WorkClock | None = None) -> tuple | None:
     """value(μ) of the module docstring for ``μ_i = pieces_of[i] / scale − 1`` (``pieces_of ≥ scale``),
     and the estimate of every group in the relaxation's solution (and, with ``with_plan``, the
     relaxation's plan per usable queue, `relaxation_sequences`).
 
     The estimate of a group is that of its earliest piece (base + the work of the pieces before it
     on its queue); None when the matrix would be too large or every assignment uses a forbidden cell."""
-    solved = solve_split_assignment(data, pieces_of, max_cells)
+    solved = solve_split_assignment(data, pieces_of, max_cells, clock)
     if solved is None:
         return None
     num_queues, n = data.work.shape
@@ -190,7 +195,7 @@ def split_assignment_value(data: RelaxationData, pieces_of: np.ndarray, scale: i
 
 
 def deadline_lagrangian_bound(problem: QueueingProblem, upper: float, *, rounds: int = DEFAULT_ROUNDS,
-                              deadline: float | None = None) -> LagrangianBound | None:
+                              clock: WorkClock | None = None, share: float = 1.0) -> LagrangianBound | None:
     """The best value(μ) over Polyak subgradient rounds towards ``upper`` (module docstring); None if
     not applicable.  ``upper`` = the penalty of a plan meeting every SLO (the incumbent)."""
     data = relaxation_data(problem)
@@ -200,17 +205,16 @@ def deadline_lagrangian_bound(problem: QueueingProblem, upper: float, *, rounds:
     target = np.zeros(n)  # the continuous multipliers λ; μ = round(λ) (capped)
     step_factor = 1.0
     best: LagrangianBound | None = None
-    began = time.perf_counter()
+    began = clock.spent if clock is not None else 0.0
     done = 0
     for _ in range(rounds):
-        pace = (time.perf_counter() - began) / done if done else 0.0
-        if deadline is not None and done and time.perf_counter() + pace >= deadline:
+        if clock is not None and done and not clock.allows((clock.spent - began) / done, share):
             break
         multipliers = np.minimum(np.rint(target).astype(np.int64), MAX_MULTIPLIER)
         cap = int(MAX_EXTRA_PIECES_SHARE * n)
         if multipliers.sum() > cap:  # keep the piece count bounded: scale the multipliers down
             multipliers = multipliers * cap // int(multipliers.sum())
-        outcome = split_assignment_value(data, 1 + multipliers, with_plan=True)
+        outcome = split_assignment_value(data, 1 + multipliers, with_plan=True, clock=clock)
         done += 1
         if outcome is None:
             break

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from planner.core.work import WorkClock
+from planner.queueing import effort
 from planner.queueing.bounds import RelaxationData
 from planner.queueing.lagrangian import solve_split_assignment
 
@@ -42,12 +44,13 @@ def _range_minimum(values: np.ndarray, width: int, count: int) -> np.ndarray:
     return np.minimum(table[:, :count], table[:, width + 1 - span: width + 1 - span + count])
 
 
-def lagrangian_reduced_costs(data: RelaxationData, multipliers: np.ndarray, slots: int) -> tuple[float, np.ndarray] | None:
+def lagrangian_reduced_costs(data: RelaxationData, multipliers: np.ndarray, slots: int,
+                             clock: WorkClock | None = None) -> tuple[float, np.ndarray] | None:
     """(value(μ), the least reduced cost per (usable queue, group, slot < ``slots``)) for integer
     multipliers ``μ`` (module docstring); inf on forbidden cells; None if the assignment is not solved."""
     multipliers = np.asarray(multipliers, dtype=np.int64)
     pieces_of = 1 + multipliers
-    solved = solve_split_assignment(data, pieces_of)
+    solved = solve_split_assignment(data, pieces_of, clock=clock)
     if solved is None:
         return None
     num_queues, n = data.work.shape
@@ -72,4 +75,6 @@ def lagrangian_reduced_costs(data: RelaxationData, multipliers: np.ndarray, slot
         least = _range_minimum(window, reach, slots)
         least[data.forbidden[:, i], :] = np.inf
         reduced[:, i, :] = least
+    if clock is not None:
+        clock.charge(effort.fixing_seconds(n * num_queues * width, n))
     return value, reduced

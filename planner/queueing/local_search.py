@@ -19,14 +19,18 @@ random queues, numpy ``default_rng(seed)``; every other round, starting with the
 are drawn among those with the least SLO slack and moved near the head of a queue, where tight SLOs
 push them) and descends again, keeping the better plan meeting every
 SLO; it stops after ``rounds`` rounds or when, at the pace so far, the next round would end after
-``deadline`` (a `time.perf_counter` value) —
-the only timing-dependent part, as for a MIP time limit.
+``share`` of the time limit of ``clock`` (a `planner.core.work.WorkClock`).  Pace and budget are
+*nominal* seconds (`planner.queueing.effort`: counted steps × calibrated constants), not the wall
+clock, so a time-limited run is repeatable; the clock's wall-clock guard (set ``clock.wall_cut``)
+only stops it on a much slower machine.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from planner.core.work import WorkClock
+from planner.queueing import effort
 from planner.queueing.problem import QueueAssignment, QueueingProblem
 from planner.queueing.validator import replay, validate_assignment
 
@@ -42,8 +46,9 @@ TIGHT_FRONT = 10
 
 
 def improve_plan(problem: QueueingProblem, plan: QueueAssignment, max_passes: int = MAX_PASSES,
-                 exchange: bool = True) -> QueueAssignment:
-    """The plan after the relocate / exchange descent (method name ``local-search``)."""
+                 exchange: bool = True, clock: WorkClock | None = None) -> QueueAssignment:
+    """The plan after the relocate / exchange descent (method name ``local-search``); its nominal
+    seconds (`planner.queueing.effort.search_seconds`) are charged to ``clock``."""
     from planner.queueing.compiled import local_search  # lazy: numba's import is slow
 
     queues, groups = problem.num_queues, problem.num_groups
@@ -62,29 +67,35 @@ def improve_plan(problem: QueueingProblem, plan: QueueAssignment, max_passes: in
     for g, seq in enumerate(plan.queues):
         sequences[g, :len(seq)] = seq
         lengths[g] = len(seq)
+    counter = np.zeros(3, dtype=np.int64)
     local_search(sequences, lengths, work, own, problem.slo(), problem.queue_swap(), problem.queue_busy(),
-                 loaded, model_of, allowed, max_passes, exchange)
+                 loaded, model_of, allowed, max_passes, exchange, counter)
+    if clock is not None:
+        clock.charge(effort.search_seconds(counter, groups))
     return QueueAssignment.of(problem, [list(sequences[g, :lengths[g]]) for g in range(queues)], "local-search")
 
 
 def iterated_local_search(problem: QueueingProblem, plan: QueueAssignment, *, rounds: int, seed: int = 0,
-                          deadline: float | None = None) -> tuple[QueueAssignment, int]:
-    """Perturb-and-descend rounds from ``plan`` (which must meet every SLO); (best plan, rounds run)."""
-    import time
-
+                          clock: WorkClock | None = None, share: float = 1.0) -> tuple[QueueAssignment, int]:
+    """Perturb-and-descend rounds from ``plan`` (which must meet every SLO); (best plan, rounds run).
+    With ``clock``, a round starts only if, at the nominal pace so far, it ends within ``share`` of
+    the clock's time limit (every round's work is charged to it)."""
     rng = np.random.default_rng(seed)
     best, best_value = plan, validate_assignment(problem, plan).objective
     usable = [g for g, q in enumerate(problem.queues) if not q.optional]
     done = 0
-    began = time.perf_counter()
+    began = clock.spent if clock is not None else 0.0
     for round_index in range(rounds):
-        pace = (time.perf_counter() - began) / done if done else 0.0
-        if deadline is not None and time.perf_counter() + pace >= deadline:
-            break  # the next round would end after the deadline
+        if clock is not None:
+            pace = (clock.spent - began) / done if done else 0.0
+            if not clock.allows(pace, share):
+                break  # the next round would end after the budget
         done += 1
         sequences = [list(seq) for seq in best.queues]
         tight = round_index % 2 == 0
         if tight:  # the groups closest to their SLO, moved near the head of a random queue
+            if clock is not None:
+                clock.charge(effort.replay_seconds(problem.num_groups))
             estimate = replay(problem, best)["estimate"]
             slack = np.array([problem.groups[i].slo_s - estimate[i] for i in range(problem.num_groups)])
             candidates = np.argsort(slack, kind="stable")[:TIGHT_CANDIDATES]
@@ -104,8 +115,11 @@ def iterated_local_search(problem: QueueingProblem, plan: QueueAssignment, *, ro
             b = fits[int(rng.integers(len(fits)))]
             last = min(len(sequences[b]), TIGHT_FRONT) if tight else len(sequences[b])
             sequences[b].insert(int(rng.integers(last + 1)), group)
-        candidate = improve_plan(problem, QueueAssignment.of(problem, sequences, "kick"), max_passes=KICK_PASSES)
+        candidate = improve_plan(problem, QueueAssignment.of(problem, sequences, "kick"), max_passes=KICK_PASSES,
+                                 clock=clock)
         report = validate_assignment(problem, candidate)
+        if clock is not None:
+            clock.charge(effort.replay_seconds(problem.num_groups))
         if report.feasible and report.objective < best_value - 1e-9:
             best, best_value = candidate, report.objective
     return QueueAssignment.of(problem, [list(seq) for seq in best.queues], "iterated-local-search"), done

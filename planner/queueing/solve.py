@@ -15,7 +15,9 @@ or no plan meeting every SLO is found in time — it does not just fail: it solv
 MILP (the cheapest set of extra instances of the declared types that makes every SLO hold), and
 returns both.  A time limit is one budget for the whole call, counted from its start (baselines
 included): the certified pipeline, then the fallback MILP, then the soft MILP (at most `SOFT_SHARE` of
-what is left when a scale-up follows) and the scale-up (the rest) share it.
+what is left when a scale-up follows) and the scale-up (the rest) share it.  The certified pipeline
+and the scale-up's witness search spend it in nominal seconds (`planner.core.work`), so their plans
+repeat run to run; the HiGHS MILPs stop on the wall clock, as any MILP time limit does.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.core.result import Result
+from planner.core.work import WorkClock
 from planner.errors import InfeasibleError, PlannerError
+from planner.queueing import effort
 from planner.queueing.bounds import penalty_lower_bound
 from planner.queueing.capacity import capacity_lower_bound, describe_bound, is_at_bound, witness_fleet
 from planner.queueing.certified import solve_certified
@@ -43,6 +47,9 @@ FORMULATIONS = ("auto", "certified", "slots", "blocks")
 #: Share of the time left that the soft MILP gets when a scale-up follows (the soft plan is warm-started
 #: from the best baseline, so it exists anyway; the scale-up witness search needs the time more).
 SOFT_SHARE = 0.25
+#: Share of the scale-up's time limit for the witness search (nominal seconds, `planner.core.work`);
+#: the capacity bound before it may use half of the budget (wall clock, HiGHS), the MILP gets the rest.
+WITNESS_SHARE = 0.4
 
 
 def choose_formulation(problem: QueueingProblem, formulation: str) -> str:
@@ -152,7 +159,9 @@ def scale_up(problem: QueueingProblem, formulation: str = "auto", *, solver: str
     if bound is not None and bound.cost is None:
         return {"status": "infeasible", "extra_instances": {}, "formulation": "capacity bound", **info,
                 "message": "even with every candidate instance the SLOs cannot all be met (capacity bound)"}
-    witness = witness_fleet(problem, min_cost=0.0 if bound is None else bound.cost, deadline=deadline)
+    # nominal seconds (repeatable); its wall-clock guard keeps it within its share of the budget
+    witness_clock = WorkClock(None if time_limit is None else WITNESS_SHARE * time_limit)
+    witness = witness_fleet(problem, min_cost=0.0 if bound is None else bound.cost, clock=witness_clock)
     witness_plan = None
     if witness is not None:
         by_name = dict(zip(witness.plan.queue_names, witness.plan.queues))
@@ -212,8 +221,10 @@ def solve_queueing(problem: QueueingProblem, *, solver: str = "highs", formulati
         starts = [r.solution for r in sorted(baselines, key=lambda r: (not (r.validation and r.validation.feasible),
                                                                         r.objective if r.validation and r.validation.feasible
                                                                         else lateness[r.method]))]
+        clock = WorkClock(time_limit, t0)
+        clock.charge(effort.baseline_seconds(problem.num_queues, problem.num_groups))
         certified = solve_certified(problem, starts, solver=solver, time_limit=time_limit, threads=threads, seed=seed,
-                                    verbose=verbose, started=t0)
+                                    verbose=verbose, started=t0, clock=clock)
         if certified is not None:
             certified.stats["baseline_best"] = best_baseline.method if best_baseline else None
             return certified
