@@ -24,6 +24,7 @@ from planner.batching.formulation import (
 )
 from planner.batching.orderings import best_ordered_schedule
 from planner.batching.problem import BatchingProblem
+from planner.batching.rollouts import best_rollout_schedule
 from planner.batching.schedule import Schedule
 from planner.batching.scheduler import PRESETS, SchedulerConfig, simulate, summary_metrics
 from planner.batching.staggered import best_staggered, single_prefill_batch_impossible
@@ -166,6 +167,7 @@ def solve_batching(
     formulation: str = "auto",
     lazy_heuristic: bool = True,
     order_search: bool = True,
+    rollout_search: bool = True,
     stop_at_bound: bool = True,
 ) -> Result:
     """The §3.3 MIP: J from the heuristics (or ``batches``), warm start from the best heuristic,
@@ -180,7 +182,9 @@ def solve_batching(
     where applicable, else bigm.  ``lazy_heuristic`` adds the lazy staggered schedule of `staggered`
     to the warm-start candidates (offline latency), ``order_search`` the best request order of the
     presets (`orderings.best_ordered_schedule`, offline latency; it runs first, and its latency caps
-    the lazy search's batch count).  ``stop_at_bound``: when a candidate already meets the combinatorial lower bound it is optimal and the MIP is not run (``stats["proof"]``
+    the lazy search's batch count), ``rollout_search`` the best randomised preemptive-priority rollout
+    (`rollouts.best_rollout_schedule`, offline latency, a fixed count of rollouts seeded by ``seed``).
+    ``stop_at_bound``: when a candidate already meets the combinatorial lower bound it is optimal and the MIP is not run (``stats["proof"]``
     says which bound proved optimality).  ``time_limit`` bounds the whole call: the lazy search and
     the single-prefill test get what is left of it, and the MIP the rest (at least
     `MIN_MIP_SECONDS`).  When the single-prefill-batch test proves that no schedule of ≤ J batches has
@@ -214,6 +218,10 @@ def solve_batching(
         ordered = best_ordered_schedule(problem)
         if ordered is not None:
             candidates[ordered[0]] = (ordered[1], ordered[2])
+    if rollout_search and offline_latency and not bound_met():
+        rolled = best_rollout_schedule(problem, seed=seed)
+        if rolled is not None:
+            candidates["preemptive rollouts"] = rolled
     if lazy_heuristic and offline_latency and not bound_met():
         # lazy plans with more batches than the incumbent allows cannot beat it
         cap = batch_count_bound(problem, min(value for _, value in candidates.values())) if candidates else None
