@@ -102,3 +102,12 @@ def test_solve_with_and_without_rollouts_proves_the_same_optimum():
     assert with_rollouts.objective == pytest.approx(without.objective, rel=1e-6)
     assert with_rollouts.objective == pytest.approx(brute_force_latency(problem), rel=1e-9)
     assert with_rollouts.objective <= best_rollout_schedule(problem)[1] + 1e-12
+
+
+def test_a_rollout_longer_than_its_buffers_is_dropped_not_written_past_them():
+    problem = _random_problem(0)
+    coefficients, max_batches, _ = _arrays(problem)
+    tiny = tuple(np.zeros(size, np.int64) for size in (6, 6, 6, 2, 2))  # room for one batch at most
+    policy = next(_policies(np.random.default_rng(0), 1, []))
+    latency, _, entries, evictions = _run(problem, policy, coefficients, max_batches, tiny)
+    assert latency == np.inf and entries <= 6 and evictions <= 2

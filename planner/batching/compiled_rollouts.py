@@ -33,8 +33,8 @@ from numba import njit
 def rollout(inputs, outputs, M, C, P, R_max, coefficients, scale, weights, noise, idle, seed, max_batches,
             out_batch, out_request, out_tokens, out_evict_batch, out_evict_request):
     """One rollout of the policy (``weights`` (4), ``noise``, ``idle``), its per-batch randomness seeded by
-    ``seed``; returns (latency s, batches, entries, evictions), latency = inf when it stalls or exceeds
-    ``max_batches``.  The schedule goes to the ``out_*`` arrays."""
+    ``seed``; returns (latency s, batches, entries, evictions), latency = inf when it stalls, exceeds
+    ``max_batches`` or would overflow the ``out_*`` arrays, which receive the schedule."""
     np.random.seed(seed)
     n = inputs.shape[0]
     a_o, b_o, a_p, b_p, s_p, a_d, b_d, s_d = (coefficients[0], coefficients[1], coefficients[2], coefficients[3],
@@ -50,8 +50,8 @@ def rollout(inputs, outputs, M, C, P, R_max, coefficients, scale, weights, noise
     batches = 0
     remaining = n
     while remaining > 0:
-        if batches >= max_batches:
-            return np.inf, batches, entries, evictions
+        if batches >= max_batches or entries + n > out_batch.shape[0] or evictions + n > out_evict_batch.shape[0]:
+            return np.inf, batches, entries, evictions  # too long for the buffers: dropped
         for r in range(n):
             take[r] = 0
             key[r] = (weights[0] * (outputs[r] - produced[r]) / 64.0 + weights[1] * (1.0 if kv[r] > 0 else 0.0)

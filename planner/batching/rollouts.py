@@ -61,9 +61,11 @@ def _arrays(problem: BatchingProblem):
     cost = problem.cost
     coefficients = np.array([cost.a_o, cost.b_o, cost.a_p, cost.b_p, cost.s_p, cost.a_d, cost.b_d, cost.s_d], float)
     total = int((problem.inputs + problem.outputs).sum())
-    max_batches = 4 * total + 16  # far above any sensible schedule; a rollout that needs more is dropped
-    size = max_batches * problem.n
-    buffers = tuple(np.zeros(size, np.int64) for _ in range(5))
+    # far above any sensible schedule (every batch processes a token; entries ≤ tokens processed, which
+    # refills after evictions add to); a rollout that needs more is dropped
+    max_batches = 4 * total + 16
+    entries = 8 * total + 4 * problem.n
+    buffers = tuple(np.zeros(size, np.int64) for size in (entries, entries, entries, max_batches, max_batches))
     return coefficients, max_batches, buffers
 
 
