@@ -13,6 +13,7 @@ from planner.cli.common import (
     ForceOption,
     JsonOption,
     OutOption,
+    SeedOption,
     SolverOption,
     ThreadsOption,
     check_run_options,
@@ -153,6 +154,7 @@ def solve_batching_cmd(
         60.0, "--time-limit",
         help="seconds for the whole solve (heuristics, warm starts and MIP); returns the incumbent and bound when hit"),
     threads: ThreadsOption = None,
+    seed: SeedOption = 0,
     batches: int = typer.Option(None, "--batches", help="batch count J (default: derived from the best heuristic)"),
     goal_scheduler: str = typer.Option(None, "--goal-scheduler", help="add latency ≤ goal-factor × this scheduler's"),
     goal_factor: float = typer.Option(0.9, "--goal-factor"),
@@ -175,7 +177,7 @@ def solve_batching_cmd(
         preset_config(goal_scheduler)
     problem = _load(instance)
     result = solve_batching(problem, objective=objective, solver=solver, time_limit=time_limit, threads=threads,
-                            batches=batches, goal_scheduler=goal_scheduler, goal_factor=goal_factor,
+                            seed=seed, batches=batches, goal_scheduler=goal_scheduler, goal_factor=goal_factor,
                             formulation=formulation)
     _emit(instance, problem.name, result, json_out, output, force, solve_title(result.status, problem.name), per_request)
     if result.status == SolveStatus.ERROR:
