@@ -128,9 +128,13 @@ def test_other_family_file_says_so(run_cli):
     (["solve", "batching", "TINY", "--threads", "0"], "--threads must be at least 1, got 0"),
     (["compare", "batching", "TINY", "--time-limit", "-1"], "--time-limit must be positive, got -1.0"),
     (["simulate", "batching", "TINY", "--M", "99999999999999999999"], "M must be at most 1,000,000,000,000"),
+    # --seed is the shared option of every family (numpy's generators take non-negative seeds only)
+    (["solve", "batching", "EV", "--seed", "-1"], "--seed must be a non-negative integer, got -1"),
+    (["solve", "queueing", "QUEUE", "--seed", "-3"], "--seed must be a non-negative integer, got -3"),
 ])
 def test_bad_batching_options_one_line(run_cli, args, needle):
-    paths = {"EV": str(INSTANCES / "evict_small.yaml"), "TINY": str(INSTANCES / "tiny3.yaml")}
+    paths = {"EV": str(INSTANCES / "evict_small.yaml"), "TINY": str(INSTANCES / "tiny3.yaml"),
+             "QUEUE": str(INSTANCES.parent / "queueing" / "hetero-fleet-n16.yaml")}
     code, _, err = run_cli(*[paths.get(a, a) for a in args])
     assert_one_line(code, err, needle)
 

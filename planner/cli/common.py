@@ -30,7 +30,17 @@ TimeLimitOption = Annotated[Optional[float], typer.Option(
     "--time-limit", help="seconds for the exact solve; returns the incumbent and bound when hit")]
 ThreadsOption = Annotated[Optional[int], typer.Option(
     help="solver threads (default: the solver's; HiGHS: fixed for the process after the first solve)")]
-SeedOption = Annotated[int, typer.Option(help="random seed (same inputs and seed give the same plan)")]
+def _check_seed(value: int | None) -> int | None:
+    """--seed feeds numpy's generators, which take non-negative integers only: one clear line otherwise."""
+    if value is not None and value < 0:
+        from planner.errors import PlannerError
+
+        raise PlannerError(f"--seed must be a non-negative integer, got {value}")
+    return value
+
+
+SeedOption = Annotated[int, typer.Option(help="random seed (same inputs and seed give the same plan)",
+                                         callback=_check_seed)]
 JsonOption = Annotated[bool, typer.Option("--json", help="print one JSON object instead of tables")]
 OutOption = Annotated[Optional[Path], typer.Option("--out", help="also write the JSON result to this file")]
 ForceOption = Annotated[bool, typer.Option("--force", help="overwrite --out if it exists")]
