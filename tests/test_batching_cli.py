@@ -187,3 +187,19 @@ def test_solve_seed_option_repeats_the_schedule(run_cli, tmp_path):
     first, second = (json.loads(out) for _, out, _ in runs)
     assert first["solution"]["batches"] == second["solution"]["batches"]
     assert first["objective"] == second["objective"] and first["validation"]["feasible"]
+
+
+def test_compare_lists_the_searched_heuristics_against_the_optimum(run_cli, tmp_path):
+    path = write(tmp_path, "limits: {C: 4096, M: 10}\nrequests:\n  - {id: a, input_len: 4, output_len: 3}\n"
+                           "  - {id: b, input_len: 3, output_len: 2}\n  - {id: c, input_len: 2, output_len: 3}\n")
+    code, out, _ = run_cli("compare", "batching", str(path), "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["reference_kind"] == "MIP optimum"
+    methods = data["methods"]
+    for name in ("order search", "preemptive rollouts"):
+        row = methods[name]
+        assert row["validation"]["feasible"]
+        # a heuristic is never below the optimum; its gap is measured against it
+        assert row["objective"] >= data["reference"] - 1e-12 and row["gap_to_reference"] >= -1e-9
+    assert methods["mip"]["objective"] <= min(row["objective"] for row in methods.values()) + 1e-12

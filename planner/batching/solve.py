@@ -116,6 +116,29 @@ def heuristic_results(problem: BatchingProblem, objective: str = "latency") -> d
     return out
 
 
+def search_heuristic_results(problem: BatchingProblem, seed: int = 0) -> dict[str, Result]:
+    """The searched heuristics that also feed the MIP's warm start — the best request order of the
+    presets (`orderings`) and the best preemptive-priority rollout (`rollouts`, seeded by ``seed``) —
+    as validated results (offline instances, latency objective; empty otherwise)."""
+    if problem.online:
+        return {}
+    out = {}
+    started = time.perf_counter()
+    ordered = best_ordered_schedule(problem)
+    found = [] if ordered is None else [("order search", ordered[1], time.perf_counter() - started, ordered[0])]
+    started = time.perf_counter()
+    rolled = best_rollout_schedule(problem, seed=seed)
+    if rolled is not None:
+        found.append(("preemptive rollouts", rolled[0], time.perf_counter() - started, f"seed {seed}"))
+    for name, schedule, seconds, detail in found:
+        report = validate_schedule(problem, schedule)
+        status = SolveStatus.FEASIBLE if report.feasible else SolveStatus.ERROR
+        schedule = _finish_metrics(problem, schedule, report) if report.feasible else schedule
+        out[name] = Result(FAMILY, name, "heuristic search", status, report.objective, lower_bound(problem), seconds,
+                           schedule, validation=report, stats={"batches": schedule.num_batches, "found": detail})
+    return out
+
+
 #: Time limit of the single-prefill-batch test (`staggered.single_prefill_batch_impossible`), seconds.
 SINGLE_PREFILL_TEST_SECONDS = 20.0
 #: The MIP gets at least this many seconds even when the heuristics used up the time limit.

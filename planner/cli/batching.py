@@ -189,24 +189,27 @@ def compare_batching_cmd(
     solver: SolverOption = "highs",
     time_limit: float = typer.Option(60.0, "--time-limit", help="seconds for the whole exact solve (heuristics, warm starts and MIP)"),
     no_mip: bool = typer.Option(False, "--no-mip", help="skip the MIP; gaps are to the lower bound"),
+    seed: SeedOption = 0,
     json_out: JsonOption = False,
 ) -> None:
-    """Every preset scheduler vs the MIP optimum (or the lower bound)."""
-    from planner.batching.solve import heuristic_results, lower_bound, solve_batching
+    """Every preset scheduler and the searched heuristics vs the MIP optimum (or the lower bound)."""
+    from planner.batching.solve import heuristic_results, lower_bound, search_heuristic_results, solve_batching
     from planner.solver import SolveStatus, check_solver_name
 
     check_solver_name(solver)
     check_run_options(time_limit)
     problem = _load(instance)
     heur = heuristic_results(problem)
-    mip = None if no_mip else solve_batching(problem, solver=solver, time_limit=time_limit)
+    searched = search_heuristic_results(problem, seed=seed)
+    mip = None if no_mip else solve_batching(problem, solver=solver, time_limit=time_limit, seed=seed)
     reference = lower_bound(problem)
     ref_name = "lower bound"
     if mip is not None and mip.status == SolveStatus.OPTIMAL:
         reference, ref_name = mip.objective, "MIP optimum"
     elif mip is not None and mip.bound is not None:
         reference, ref_name = max(reference, mip.bound), "best bound"
-    rows = list(heur.items()) + ([("mip", mip)] if mip is not None and mip.solution is not None else [])
+    rows = list(heur.items()) + list(searched.items()) + (
+        [("mip", mip)] if mip is not None and mip.solution is not None else [])
     if json_out:
         print(to_json({"instance": str(instance), "name": problem.name, "reference": reference,
                        "reference_kind": ref_name,
