@@ -111,3 +111,17 @@ def test_a_rollout_longer_than_its_buffers_is_dropped_not_written_past_them():
     policy = next(_policies(np.random.default_rng(0), 1, []))
     latency, _, entries, evictions = _run(problem, policy, coefficients, max_batches, tiny)
     assert latency == np.inf and entries <= 6 and evictions <= 2
+
+
+def test_searched_results_passed_in_are_used_instead_of_searching_again():
+    from planner.batching.solve import search_heuristic_results
+
+    problem = make_problem([4, 3, 2], [3, 2, 3], M=10)
+    searched = search_heuristic_results(problem, seed=2)
+    assert set(searched) == {"order search", "preemptive rollouts"}
+    for result in searched.values():  # objective == the independent validator's
+        assert validate_schedule(problem, result.solution).objective == pytest.approx(result.objective, rel=1e-12)
+    reused = solve_batching(problem, time_limit=30, stop_at_bound=False, searched=searched)
+    fresh = solve_batching(problem, time_limit=30, stop_at_bound=False, seed=2)
+    assert reused.status == fresh.status == SolveStatus.OPTIMAL
+    assert reused.objective == pytest.approx(fresh.objective, rel=1e-9)

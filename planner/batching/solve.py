@@ -192,6 +192,7 @@ def solve_batching(
     order_search: bool = True,
     rollout_search: bool = True,
     stop_at_bound: bool = True,
+    searched: dict[str, Result] | None = None,
 ) -> Result:
     """The §3.3 MIP: J from the heuristics (or ``batches``), warm start from the best heuristic,
     optional goal constraint ``latency ≤ goal_factor × latency(goal_scheduler)``; ``cuts`` picks the
@@ -206,7 +207,8 @@ def solve_batching(
     to the warm-start candidates (offline latency), ``order_search`` the best request order of the
     presets (`orderings.best_ordered_schedule`, offline latency; it runs first, and its latency caps
     the lazy search's batch count), ``rollout_search`` the best randomised preemptive-priority rollout
-    (`rollouts.best_rollout_schedule`, offline latency, a fixed count of rollouts seeded by ``seed``).
+    (`rollouts.best_rollout_schedule`, offline latency, a fixed count of rollouts seeded by ``seed``);
+    ``searched`` = those two already run (`search_heuristic_results`), taken as candidates instead.
     ``stop_at_bound``: when a candidate already meets the combinatorial lower bound it is optimal and the MIP is not run (``stats["proof"]``
     says which bound proved optimality).  ``time_limit`` bounds the whole call: the lazy search and
     the single-prefill test get what is left of it, and the MIP the rest (at least
@@ -237,6 +239,10 @@ def solve_batching(
         return bool(candidates) and min(value for _, value in candidates.values()) <= comb * (1 + 1e-9)
 
     offline_latency = objective == "latency" and not problem.online and goal_scheduler is None
+    if searched is not None and offline_latency:  # already run by the caller (compare): not run twice
+        candidates.update({name: (r.solution, float(r.objective)) for name, r in searched.items()
+                           if r.validation is not None and r.validation.feasible})
+        order_search = rollout_search = False
     if order_search and offline_latency and not bound_met():
         ordered = best_ordered_schedule(problem)
         if ordered is not None:

@@ -201,7 +201,8 @@ def compare_batching_cmd(
     problem = _load(instance)
     heur = heuristic_results(problem)
     searched = search_heuristic_results(problem, seed=seed)
-    mip = None if no_mip else solve_batching(problem, solver=solver, time_limit=time_limit, seed=seed)
+    mip = None if no_mip else solve_batching(problem, solver=solver, time_limit=time_limit, seed=seed,
+                                             searched=searched)
     reference = lower_bound(problem)
     ref_name = "lower bound"
     if mip is not None and mip.status == SolveStatus.OPTIMAL:
