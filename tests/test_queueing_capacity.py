@@ -161,3 +161,48 @@ def test_time_limit_is_one_budget_for_the_soft_milp_and_the_scale_up(monkeypatch
     assert budget["capacity"] <= 0.5 * 4.0 + 1e-9
     if "scale_up" in budget:  # the witness may settle it before the scale-up MILP
         assert budget["total_lateness"] + budget["scale_up"] <= 4.0 + 1e-9
+
+
+def test_witness_budget_does_not_depend_on_how_long_the_milps_took(monkeypatch):
+    # The witness search spends nominal seconds; its budget must be fixed by the caller's time limit
+    # (WITNESS_SHARE × (1 − SOFT_SHARE) × 4 s = 0.4 × 0.75 × 4 = 1.2 s), not by the wall time that the
+    # hard and soft MILPs left over — else a slower MILP changes the witness and the reported fleet.
+    import time
+
+    import planner.queueing.solve as solve_module
+
+    seen: list[float | None] = []
+    real_scale_up, real_milp = solve_module.scale_up, solve_module.solve_milp
+
+    def record(problem, formulation="auto", **kwargs):
+        seen.append(kwargs.get("witness_seconds"))
+        return real_scale_up(problem, formulation, **kwargs)
+
+    p = make_problem(["A"] * 4, [10] * 4, [10] * 4, swap=5.0, loaded="A", extra=3)
+    monkeypatch.setattr(solve_module, "scale_up", record)
+    fast = solve_queueing(p, formulation="slots", time_limit=4.0)
+
+    def slow_milp(*args, **kwargs):  # the MILPs now eat 0.5 s more wall time each
+        time.sleep(0.5)
+        return real_milp(*args, **kwargs)
+
+    monkeypatch.setattr(solve_module, "solve_milp", slow_milp)
+    slow = solve_queueing(p, formulation="slots", time_limit=4.0)
+    expected = solve_module.WITNESS_SHARE * (1.0 - solve_module.SOFT_SHARE) * 4.0
+    assert seen == [pytest.approx(expected), pytest.approx(expected)]
+    assert fast.stats["scale_up"]["extra_instances"] == slow.stats["scale_up"]["extra_instances"] == {"t": 2}
+
+
+def test_witness_clock_stops_at_the_call_deadline():
+    # A nominal budget of 10 s with only ~1 s of wall time left before the call's deadline: the wall
+    # guard sits at ≤ 1/10 of the budget, so the search cannot run past the deadline.
+    import time
+
+    from planner.queueing.solve import WITNESS_SHARE, _witness_clock
+
+    clock = _witness_clock(20.0, 10.0, time.perf_counter() + 1.0)
+    assert clock.time_limit == 10.0 and clock.guard_share <= 0.1 + 1e-6
+    late = _witness_clock(20.0, 10.0, time.perf_counter() - 1.0)  # the deadline has passed already
+    assert not late.allows() and late.wall_cut
+    assert _witness_clock(None, None, None) is None
+    assert _witness_clock(5.0, None, None).time_limit == pytest.approx(WITNESS_SHARE * 5.0)

@@ -135,8 +135,14 @@ def _seconds_left(deadline: float | None, floor: float = 0.01) -> float | None:
 
 
 def scale_up(problem: QueueingProblem, formulation: str = "auto", *, solver: str = "highs",
-             time_limit: float | None = None, threads: int | None = None, seed: int = 0) -> dict:
+             time_limit: float | None = None, threads: int | None = None, seed: int = 0,
+             witness_seconds: float | None = None) -> dict:
     """The cheapest extra instances (per type) that make every SLO hold; ``time_limit`` covers the whole call.
+
+    ``witness_seconds``: the witness search's budget in nominal seconds (default `WITNESS_SHARE` ×
+    ``time_limit``).  A caller whose ``time_limit`` is "the wall time left" passes a budget fixed in
+    advance, so the witness (and hence the answer) does not depend on how long earlier phases took;
+    the witness still stops at the wall-clock deadline of this call (reported as ``wall_clock_cut``).
 
     First the capacity bound and the witness search of `planner.queueing.capacity` (a proven least
     cost, and the cheapest fleet on which a baseline + descent meets every SLO); if the witness
@@ -160,8 +166,10 @@ def scale_up(problem: QueueingProblem, formulation: str = "auto", *, solver: str
         return {"status": "infeasible", "extra_instances": {}, "formulation": "capacity bound", **info,
                 "message": "even with every candidate instance the SLOs cannot all be met (capacity bound)"}
     # nominal seconds (repeatable); its wall-clock guard keeps it within its share of the budget
-    witness_clock = WorkClock(None if time_limit is None else WITNESS_SHARE * time_limit)
+    witness_clock = _witness_clock(time_limit, witness_seconds, deadline)
     witness = witness_fleet(problem, min_cost=0.0 if bound is None else bound.cost, clock=witness_clock)
+    if witness_clock is not None and witness_clock.wall_cut:
+        info["wall_clock_cut"] = True
     witness_plan = None
     if witness is not None:
         by_name = dict(zip(witness.plan.queue_names, witness.plan.queues))
@@ -188,6 +196,20 @@ def scale_up(problem: QueueingProblem, formulation: str = "auto", *, solver: str
     source = chosen if plan is milp_plan else "witness"
     return _scale_up_answer(candidates, plan, "optimal" if proven else "feasible", source, info,
                             "" if proven else "upper bound: restricted formulation, witness or time limit")
+
+
+def _witness_clock(time_limit: float | None, witness_seconds: float | None, deadline: float | None) -> WorkClock | None:
+    """The witness search's `WorkClock`: ``witness_seconds`` nominal seconds (default `WITNESS_SHARE` ×
+    ``time_limit``), its wall-clock guard capped at the call's ``deadline``."""
+    budget = witness_seconds if witness_seconds is not None else (
+        None if time_limit is None else WITNESS_SHARE * time_limit)
+    if budget is None:
+        return None
+    clock = WorkClock(budget)
+    if deadline is not None and budget > 0:
+        wall_left = max(deadline - clock.started, 0.0)
+        clock.guard_share = min(clock.guard_share, wall_left / budget)
+    return clock
 
 
 def _scale_up_answer(candidates: QueueingProblem, plan: QueueAssignment, status: str, source: str, info: dict,
@@ -333,10 +355,16 @@ def _infeasible(problem, run, chosen, solver, soft_objective, recommend_scale_up
         stats["soft"] = {"objective": soft_objective, "value": report.objective, "status": soft_run.status.value,
                          "late_groups": report.details.get("late_groups"), "swaps": report.details.get("swaps")}
         parts.append(f"soft version ({soft_objective}) = {report.objective:g}")
-    by_capacity = False
+    by_capacity = witness_cut = False
     if recommend_scale_up:
-        rec = scale_up(problem, chosen, solver=solver, time_limit=_seconds_left(deadline), threads=threads, seed=seed)
+        # the witness budget is fixed by the call's time limit, not by the wall time the MILPs left over
+        witness_seconds = None if time_limit is None else WITNESS_SHARE * (1.0 - SOFT_SHARE) * time_limit
+        rec = scale_up(problem, chosen, solver=solver, time_limit=_seconds_left(deadline), threads=threads, seed=seed,
+                       witness_seconds=witness_seconds)
         stats["scale_up"] = rec
+        witness_cut = bool(rec.get("wall_clock_cut"))
+        if witness_cut:
+            stats["wall_clock_cut"] = True
         by_capacity = bool(rec.get("current_fleet_infeasible"))
         if rec["extra_instances"]:
             parts.append("scale-up: " + ", ".join(f"+{n} {t}" for t, n in rec["extra_instances"].items())
@@ -354,6 +382,9 @@ def _infeasible(problem, run, chosen, solver, soft_objective, recommend_scale_up
                          f"({rec['formulation']}; see stats.scale_up.plan)")
         else:
             parts.append(f"scale-up: {rec['message']}")
+    if witness_cut:
+        parts.append("the wall clock stopped the scale-up's witness search before its nominal budget (a slower or "
+                     "busier machine than the calibration of planner.queueing.effort): this run may not repeat exactly")
     message = "; ".join([_infeasibility_head(proven, exact, by_capacity), *parts])
     # The model-block MILP is a restriction: its infeasibility proves nothing about the problem.
     status = SolveStatus.INFEASIBLE if (proven and exact) or by_capacity else SolveStatus.NO_SOLUTION
