@@ -125,3 +125,18 @@ def test_searched_results_passed_in_are_used_instead_of_searching_again():
     fresh = solve_batching(problem, time_limit=30, stop_at_bound=False, seed=2)
     assert reused.status == fresh.status == SolveStatus.OPTIMAL
     assert reused.objective == pytest.approx(fresh.objective, rel=1e-9)
+
+
+def test_more_time_runs_more_independent_searches_and_never_does_worse():
+    from planner.batching.rollouts import MAX_SEARCHES, searches_for
+
+    # one search per started minute of the time limit: 60 s → 1, 150 s → 2, capped; no limit → 1
+    assert [searches_for(t) for t in (None, 5.0, 60.0, 150.0, 1e6)] == [1, 1, 1, 2, MAX_SEARCHES]
+    problem = _random_problem(4, n=6)
+    one = best_rollout_schedule(problem, rollouts=300, seed=5)
+    three = best_rollout_schedule(problem, rollouts=300, seed=5, searches=3)
+    assert one[1] == best_rollout_schedule(problem, rollouts=300, seed=5, searches=1)[1]
+    # search 0 of three is the one search (same seed), so the best of three is never worse
+    assert three[1] <= one[1]
+    assert three[1] == best_rollout_schedule(problem, rollouts=300, seed=5, searches=3)[1]  # repeatable
+    assert validate_schedule(problem, three[0]).objective == pytest.approx(three[1], rel=1e-12)

@@ -24,7 +24,7 @@ from planner.batching.formulation import (
 )
 from planner.batching.orderings import best_ordered_schedule
 from planner.batching.problem import BatchingProblem
-from planner.batching.rollouts import best_rollout_schedule
+from planner.batching.rollouts import best_rollout_schedule, searches_for
 from planner.batching.schedule import Schedule
 from planner.batching.scheduler import PRESETS, SchedulerConfig, simulate, summary_metrics
 from planner.batching.staggered import best_staggered, single_prefill_batch_impossible
@@ -116,10 +116,12 @@ def heuristic_results(problem: BatchingProblem, objective: str = "latency") -> d
     return out
 
 
-def search_heuristic_results(problem: BatchingProblem, seed: int = 0) -> dict[str, Result]:
+def search_heuristic_results(problem: BatchingProblem, seed: int = 0,
+                             time_limit: float | None = None) -> dict[str, Result]:
     """The searched heuristics that also feed the MIP's warm start — the best request order of the
-    presets (`orderings`) and the best preemptive-priority rollout (`rollouts`, seeded by ``seed``) —
-    as validated results (offline instances, latency objective; empty otherwise)."""
+    presets (`orderings`) and the best preemptive-priority rollout (`rollouts`, seeded by ``seed``,
+    `rollouts.searches_for` ``time_limit`` independent searches) — as validated results (offline
+    instances, latency objective; empty otherwise)."""
     if problem.online:
         return {}
     out = {}
@@ -127,9 +129,11 @@ def search_heuristic_results(problem: BatchingProblem, seed: int = 0) -> dict[st
     ordered = best_ordered_schedule(problem)
     found = [] if ordered is None else [("order search", ordered[1], time.perf_counter() - started, ordered[0])]
     started = time.perf_counter()
-    rolled = best_rollout_schedule(problem, seed=seed)
+    searches = searches_for(time_limit)
+    rolled = best_rollout_schedule(problem, seed=seed, searches=searches)
     if rolled is not None:
-        found.append(("preemptive rollouts", rolled[0], time.perf_counter() - started, f"seed {seed}"))
+        detail = f"seed {seed}" + (f", {searches} searches" if searches > 1 else "")
+        found.append(("preemptive rollouts", rolled[0], time.perf_counter() - started, detail))
     for name, schedule, seconds, detail in found:
         report = validate_schedule(problem, schedule)
         status = SolveStatus.FEASIBLE if report.feasible else SolveStatus.ERROR
@@ -207,7 +211,8 @@ def solve_batching(
     to the warm-start candidates (offline latency), ``order_search`` the best request order of the
     presets (`orderings.best_ordered_schedule`, offline latency; it runs first, and its latency caps
     the lazy search's batch count), ``rollout_search`` the best randomised preemptive-priority rollout
-    (`rollouts.best_rollout_schedule`, offline latency, a fixed count of rollouts seeded by ``seed``);
+    (`rollouts.best_rollout_schedule`, offline latency, a fixed count of rollouts seeded by ``seed``;
+    one independent search per started minute of ``time_limit``, at most 8: `rollouts.searches_for`);
     ``searched`` = those two already run (`search_heuristic_results`), taken as candidates instead.
     ``stop_at_bound``: when a candidate already meets the combinatorial lower bound it is optimal and the MIP is not run (``stats["proof"]``
     says which bound proved optimality).  ``time_limit`` bounds the whole call: the lazy search and
@@ -248,7 +253,7 @@ def solve_batching(
         if ordered is not None:
             candidates[ordered[0]] = (ordered[1], ordered[2])
     if rollout_search and offline_latency and not bound_met():
-        rolled = best_rollout_schedule(problem, seed=seed)
+        rolled = best_rollout_schedule(problem, seed=seed, searches=searches_for(time_limit))
         if rolled is not None:
             candidates["preemptive rollouts"] = rolled
     if lazy_heuristic and offline_latency and not bound_met():

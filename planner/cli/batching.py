@@ -200,7 +200,7 @@ def compare_batching_cmd(
     check_run_options(time_limit)
     problem = _load(instance)
     heur = heuristic_results(problem)
-    searched = search_heuristic_results(problem, seed=seed)
+    searched = search_heuristic_results(problem, seed=seed, time_limit=time_limit)
     mip = None if no_mip else solve_batching(problem, solver=solver, time_limit=time_limit, seed=seed,
                                              searched=searched)
     reference = lower_bound(problem)
