@@ -60,12 +60,14 @@ class FamilyHarness:
     exact_method: str
     run: Callable[[Any, str, RunOptions], Result]
 
-    def gap_to(self, objective: float | None, reference: float | None) -> float | None:
-        """How much worse ``objective`` is than ``reference`` (≥ 0 when the reference is the optimum or a bound)."""
+    def gap_to(self, objective: float | None, reference: float | None, offset: float = 0.0) -> float | None:
+        """How much worse ``objective`` is than ``reference`` (≥ 0 when the reference is the optimum or a
+        bound), relative to the larger of the two without the objective's constant ``offset``
+        (`planner.core.result.Result.objective_offset`)."""
         if objective is None or reference is None:
             return None
         diff = objective - reference if self.sense == "min" else reference - objective
-        return diff / max(abs(objective), abs(reference), 1e-10)
+        return diff / max(abs(objective - offset), abs(reference - offset), 1e-10)
 
 
 def available_families() -> dict[str, FamilyHarness]:

@@ -54,6 +54,8 @@ def test_compare_all_table_and_summary_on_placement(placement_dir, tmp_path, mon
             # gap = (heuristic − optimum) / heuristic, e.g. 15 workers vs 14 → 1/15 = 6.67 %
             assert row.gap == pytest.approx((row.objective - optimum) / row.objective)
             assert row.gap >= 0 and row.gap_reference == "optimum"
+    # every row with a plan carries the independent validator's verdict
+    assert rows[rows.objective.notna()].valid.all()
     summary = pd.DataFrame(data["summary"])
     assert set(summary.method) == set(harness.heuristics)
     for row in summary.itertuples():
@@ -117,3 +119,12 @@ def test_a_broken_instance_fails_its_rows_with_one_line_and_the_others_run(tmp_p
     good = rows[rows.instance == "placement/sharegpt-70b-a100-n40.yaml"]
     assert (good.status != "failed").all()
     assert "6 run(s) failed" in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_gap_leaves_out_the_objective_constant():
+    # queueing's penalty = Σ start − Σ SLO: with Σ SLO = 1000, plans of Σ start 110 and 100 have
+    # penalties −890 and −900.  Relative to the larger penalty the gap would be 10/900 = 1.1 %; without
+    # the constant (offset −1000) it is 10/110 = 9.1 %, the gap on what a plan changes.
+    harness = available_families()["queueing"]
+    assert harness.gap_to(-890.0, -900.0) == pytest.approx(10 / 900)
+    assert harness.gap_to(-890.0, -900.0, offset=-1000.0) == pytest.approx(10 / 110)

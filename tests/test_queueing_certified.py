@@ -197,6 +197,10 @@ def test_certified_pipeline_on_a_generated_instance_reports_an_honest_bound():
     assert res.bound >= swap_assignment_bound(p).value - 1e-9
     gap = res.stats["gap_of_sum_start"]
     assert (res.status == SolveStatus.OPTIMAL) == (gap <= OPTIMALITY_GAP)
+    # the reported gap is the same gap on Σ start: (penalty − bound) / (penalty + Σ SLO)
+    sum_start = res.objective + float(p.slo().sum())
+    assert res.gap == pytest.approx(gap, rel=1e-9, abs=1e-12)
+    assert res.gap == pytest.approx((res.objective - res.bound) / sum_start, rel=1e-9, abs=1e-12)
     for fn in HEURISTICS.values():
         rep = validate_assignment(p, fn(p))
         if rep.feasible:

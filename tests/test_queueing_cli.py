@@ -29,7 +29,29 @@ def test_solve_json_contract(monkeypatch, capsys):
         assert key in data
     assert data["status"] == "optimal"
     assert data["objective"] == pytest.approx(data["validation"]["objective"])
+    assert data["validation"]["objective_name"] == "penalty"
     assert data["evaluation"]["swaps"] == 1
+    # the penalty carries the constant −Σ SLO; it is declared, and the gap leaves it out
+    problem = load_queueing_instance(INSTANCE)
+    assert data["objective_offset"] == pytest.approx(-float(problem.slo().sum()))
+
+
+def test_compare_scores_every_plan_on_the_soft_objective_when_slos_cannot_be_met(monkeypatch, capsys):
+    # overloaded-scale-up: no plan meets every SLO, so the MILP row holds the soft version's plan
+    # (total lateness) and has no penalty; every baseline is scored on the same soft objective by the
+    # validator, so the rows compare, and no baseline beats the soft MILP's plan.
+    overloaded = REPO / "instances" / "queueing" / "overloaded-scale-up.yaml"
+    code, out, _ = run(monkeypatch, capsys, "compare", "queueing", str(overloaded), "--json", "--time-limit", "10")
+    assert code == 0
+    data = json.loads(out)
+    assert data["soft_objective_name"] == "total_lateness"
+    methods = {m["method"]: m for m in data["methods"]}
+    assert methods["milp"]["objective"] is None
+    assert methods["milp"]["validation"]["objective_name"] == "total_lateness"
+    assert methods["milp"]["soft"]["value"] == pytest.approx(methods["milp"]["validation"]["objective"])
+    for name in ("fcfs", "edf", "greedy"):
+        assert methods[name]["soft"]["objective"] == "total_lateness"
+        assert methods[name]["soft"]["value"] >= methods["milp"]["soft"]["value"] - 1e-6
 
 
 def test_compare_lists_every_method(monkeypatch, capsys):

@@ -100,11 +100,13 @@ def compare_all_cmd(
                        "summary": gaps.to_dict(orient="records"), "failures": summary.failures}))
     else:
         t = Table(title=f"compare all: {instance_dir}", title_justify="left")
-        for col in ("family", "instance", "method", "status", "objective", "bound", "gap", "gap to", "seconds"):
-            t.add_column(col, justify="left" if col in ("family", "instance", "method", "status", "gap to") else "right")
+        for col in ("family", "instance", "method", "status", "objective", "bound", "gap", "gap to", "valid", "seconds"):
+            t.add_column(col, justify="left" if col in ("family", "instance", "method", "status", "gap to", "valid")
+                         else "right")
         for row in table.itertuples():
+            valid = "-" if row.valid is None or row.valid != row.valid else ("yes" if row.valid else "NO")
             t.add_row(row.family, row.instance, row.method, row.status, fmt(row.objective), fmt(row.bound),
-                      fmt_gap(None if row.gap != row.gap else row.gap), row.gap_reference, f"{row.seconds:.2f}")
+                      fmt_gap(None if row.gap != row.gap else row.gap), row.gap_reference, valid, f"{row.seconds:.2f}")
         out.print(t)
         s = Table(title="Heuristic gap to the exact solver's result (or its bound)", title_justify="left")
         for col in ("family", "method", "instances", "no plan", "mean gap", "worst gap", "worst instance"):

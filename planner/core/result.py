@@ -48,13 +48,18 @@ class ValidationReport:
     objective: float
     violations: tuple[Violation, ...] = ()
     details: dict[str, Any] = field(default_factory=dict)
+    #: which objective ``objective`` is, when a family scores plans on more than one
+    objective_name: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "feasible": self.feasible,
             "objective": self.objective,
             "violations": [v.to_dict() for v in self.violations],
         }
+        if self.objective_name:
+            out["objective_name"] = self.objective_name
+        return out
 
     def summary(self, limit: int = 3) -> str:
         if self.feasible:
@@ -81,10 +86,17 @@ class Result(Generic[S]):
     validation: ValidationReport | None = None
     bound_source: str = ""
     stats: dict[str, Any] = field(default_factory=dict)
+    #: A constant part of the objective, the same for every plan (queueing's penalty carries −Σ SLO).
+    #: `gap` is relative to the objective without it: a constant would make any gap look small.
+    objective_offset: float = 0.0
 
     @property
     def gap(self) -> float | None:
-        return relative_gap(self.objective, self.bound)
+        """``|objective − bound| / |objective − objective_offset|`` (HiGHS's relative gap, on the
+        objective's non-constant part)."""
+        if self.objective is None or self.bound is None:
+            return None
+        return relative_gap(self.objective - self.objective_offset, self.bound - self.objective_offset)
 
     @property
     def proven_optimal(self) -> bool:
@@ -100,6 +112,7 @@ class Result(Generic[S]):
             "bound": self.bound,
             "bound_source": self.bound_source,
             "gap": self.gap,
+            "objective_offset": self.objective_offset,
             "solve_seconds": round(self.solve_seconds, 6),
             "build_seconds": round(self.build_seconds, 6),
             "message": self.message,

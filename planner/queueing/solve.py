@@ -23,7 +23,7 @@ repeat run to run; the HiGHS MILPs stop on the wall clock, as any MILP time limi
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -84,7 +84,8 @@ def run_heuristic(problem: QueueingProblem, method: str) -> Result[QueueAssignme
     status = SolveStatus.FEASIBLE if report.feasible else SolveStatus.INFEASIBLE
     message = "" if report.feasible else f"violates hard SLOs: {report.summary()}"
     return Result(FAMILY, method, "heuristic", status, report.objective, None, seconds, plan,
-                  message=message, validation=report, stats=_plan_stats(report))
+                  message=message, validation=report, stats=_plan_stats(report),
+                  objective_offset=objective_offset(problem))
 
 
 def _plan_stats(report) -> dict:
@@ -224,11 +225,29 @@ def _scale_up_answer(candidates: QueueingProblem, plan: QueueAssignment, status:
             "formulation": source, "plan": plan.to_dict(), "message": message, **info}
 
 
+def objective_offset(problem: QueueingProblem) -> float:
+    """The constant part of the problem's objective: −Σ SLO for ``penalty`` (Σ_i (estimate_i − slo_i)),
+    0 otherwise.  Results carry it (`Result.objective_offset`), so their ``gap`` is the gap on Σ
+    estimate, the part a plan changes, and not a gap diluted by the constant."""
+    return -float(problem.slo().sum()) if problem.objective == "penalty" else 0.0
+
+
 def solve_queueing(problem: QueueingProblem, *, solver: str = "highs", formulation: str = "auto",
                    time_limit: float | None = None, threads: int | None = None, seed: int = 0,
                    soft_objective: str = "total_lateness", recommend_scale_up: bool = True,
                    verbose: bool = False) -> Result[QueueAssignment]:
-    """The MILP on the problem's objective, with the soft version and scale-up when SLOs cannot be met."""
+    """The MILP on the problem's objective, with the soft version and scale-up when SLOs cannot be met.
+
+    The result's ``gap`` excludes the objective's constant (`objective_offset`)."""
+    result = _solve_queueing(problem, solver=solver, formulation=formulation, time_limit=time_limit, threads=threads,
+                             seed=seed, soft_objective=soft_objective, recommend_scale_up=recommend_scale_up,
+                             verbose=verbose)
+    return replace(result, objective_offset=objective_offset(problem))
+
+
+def _solve_queueing(problem: QueueingProblem, *, solver: str, formulation: str, time_limit: float | None,
+                    threads: int | None, seed: int, soft_objective: str, recommend_scale_up: bool,
+                    verbose: bool) -> Result[QueueAssignment]:
     check_solver_name(solver)
     precheck(problem)
     if soft_objective not in OBJECTIVES or soft_objective in HARD_OBJECTIVES:

@@ -55,7 +55,7 @@ def validate_assignment(problem: QueueingProblem, assignment: QueueAssignment, o
     if len(assignment.queues) != problem.num_queues:
         violations.append(Violation("queues", "plan", len(assignment.queues), problem.num_queues,
                                     f"plan has {len(assignment.queues)} queues, the problem {problem.num_queues}"))
-        return ValidationReport(False, math.nan, tuple(violations))
+        return ValidationReport(False, math.nan, tuple(violations), objective_name=objective)
     seen: dict[int, int] = {}
     for q, sequence in enumerate(assignment.queues):
         queue = problem.queues[q]
@@ -75,7 +75,7 @@ def validate_assignment(problem: QueueingProblem, assignment: QueueAssignment, o
             violations.append(Violation("group_once", group.name, seen.get(i, 0), 1,
                                         f"group {group.name} is planned {seen.get(i, 0)} times"))
     if violations:
-        return ValidationReport(False, math.nan, tuple(violations))
+        return ValidationReport(False, math.nan, tuple(violations), objective_name=objective)
     play = replay(problem, assignment)
     lateness = {i: play["estimate"][i] - g.slo_s for i, g in enumerate(problem.groups)}
     hard = objective in ("penalty", "scale_up")
@@ -105,4 +105,4 @@ def validate_assignment(problem: QueueingProblem, assignment: QueueAssignment, o
         "late_groups": sum(1 for x in lateness.values() if x > TOLERANCE),
         "busy_s": max(play["busy"], default=0.0),
     }
-    return ValidationReport(not violations, float(value), tuple(violations), details)
+    return ValidationReport(not violations, float(value), tuple(violations), details, objective_name=objective)

@@ -6,11 +6,13 @@ point of a resumable sweep (`planner.sweep.run_sweep`), so the exact solves of m
 parallel, locally or on Ray, and an interrupted comparison resumes.
 
 Table columns: ``family, instance, method, kind (heuristic|exact), status, objective, bound, gap,
-gap_reference, seconds, message``.  The gap of a heuristic is `FamilyHarness.gap_to` its objective
+gap_reference, valid, seconds, message`` (``valid``: the independent validator's verdict on the
+plan, None without a plan).  The gap of a heuristic is `FamilyHarness.gap_to` its objective
 from the exact solver's objective when that is proven optimal (``gap_reference = optimum``), else
 from the exact solver's bound (``bound``: then the gap is an upper estimate of the gap to the
 optimum), else from the exact solver's incumbent (``exact incumbent``).  The exact row's gap is its
-own optimality gap (objective vs bound).  The summary gives each heuristic's mean and worst gap over
+own optimality gap (objective vs bound).  Gaps leave out the objective's constant part
+(`planner.core.result.Result.objective_offset`, e.g. queueing's −Σ SLO).  The summary gives each heuristic's mean and worst gap over
 the instances where it found a plan, and ``no_plan``: on how many it found none (infeasible or failed).
 """
 
@@ -28,7 +30,7 @@ from planner.errors import PlannerError
 from planner.harness import RunOptions, available_families, family_of
 from planner.sweep.engine import SweepPoint, SweepSummary, run_sweep
 
-TABLE_COLUMNS = ("family", "instance", "method", "kind", "status", "objective", "bound", "gap", "gap_reference",
+TABLE_COLUMNS = ("family", "instance", "method", "kind", "status", "objective", "bound", "gap", "gap_reference", "valid",
                  "seconds", "message")
 
 
@@ -76,6 +78,7 @@ def run_compare_point(params: dict[str, Any]) -> dict[str, Any]:
         "seconds": result.solve_seconds,
         "wall_seconds": time.perf_counter() - start,
         "validated": None if validation is None else bool(validation.feasible),
+        "objective_offset": result.objective_offset,
         "message": message,
     }
 
@@ -138,23 +141,25 @@ def build_table(points: list[SweepPoint], results: dict[str, Any], failures: dic
         res = results.get(p.key)
         if res is None:
             rows.append({"family": fam, "instance": inst, "method": p.params["method"], "kind": p.params["kind"],
-                         "status": "failed", "objective": None, "bound": None, "gap": None, "gap_reference": "",
+                         "status": "failed", "objective": None, "bound": None, "gap": None, "gap_reference": "", "valid": None,
                          "seconds": float("nan"), "message": failures.get(p.key, "not run")})
             continue
         gap, reference = None, ""
+        offset = float(res.get("objective_offset") or 0.0)  # results stored before the field: no offset
         if p.params["kind"] == "exact":
-            gap, reference = harness.gap_to(res["objective"], res["bound"]), "own bound"
+            gap, reference = harness.gap_to(res["objective"], res["bound"], offset), "own bound"
         else:
             ref = exact.get((fam, inst))
             if ref is not None and ref["objective"] is not None and ref["status"] == "optimal":
-                gap, reference = harness.gap_to(res["objective"], ref["objective"]), "optimum"
+                gap, reference = harness.gap_to(res["objective"], ref["objective"], offset), "optimum"
             elif ref is not None and ref["bound"] is not None:
-                gap, reference = harness.gap_to(res["objective"], ref["bound"]), "bound"
+                gap, reference = harness.gap_to(res["objective"], ref["bound"], offset), "bound"
             elif ref is not None and ref["objective"] is not None:
-                gap, reference = harness.gap_to(res["objective"], ref["objective"]), "exact incumbent"
+                gap, reference = harness.gap_to(res["objective"], ref["objective"], offset), "exact incumbent"
         rows.append({"family": fam, "instance": inst, "method": p.params["method"], "kind": p.params["kind"],
                      "status": res["status"], "objective": res["objective"], "bound": res["bound"], "gap": gap,
-                     "gap_reference": reference, "seconds": res["seconds"], "message": res["message"]})
+                     "gap_reference": reference, "valid": res.get("validated"), "seconds": res["seconds"],
+                     "message": res["message"]})
     return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
 
 
