@@ -46,6 +46,8 @@ def test_plan_cost_overload_gives_max_load(monkeypatch, capsys):
     data = json.loads(stdout)
     assert data["status"] == "infeasible"
     assert 0 < data["solution"]["load_scale"] < 1 and data["validation"]["feasible"]
+    # status infeasible, objective null: the verdict says it scores the max-load plan's $/h
+    assert data["objective"] is None and "x the requested rates" in data["validation"]["objective_name"]
     code, stdout, _ = run_cli(monkeypatch, capsys, "plan", "cost", str(OVERLOAD), "--max-load", "--json")
     assert code == 0
     assert json.loads(stdout)["objective"] == pytest.approx(data["solution"]["load_scale"], rel=1e-6)

@@ -63,7 +63,8 @@ def validate_cost_plan(problem: CostPlanProblem, solution: CostPlanSolution) -> 
                                         f"{demand.model}: {served[m]:.4g} req/s served < {need:.4g} needed"))
     details = {"gpus_used": {inv.gpu.name: gpus_used[g] for g, inv in enumerate(problem.inventory)},
                "served_rps": {d.model: served[m] for m, d in enumerate(problem.demands)}}
-    return ValidationReport(not violations, cost, tuple(violations), details)
+    name = "usd_per_hour" if solution.load_scale == 1.0 else f"usd_per_hour at {solution.load_scale:g}x the requested rates"
+    return ValidationReport(not violations, cost, tuple(violations), details, objective_name=name)
 
 
 def _request_time(inst, inputs: int, outputs: int, kv_per_token: float, max_batch: int) -> float:
