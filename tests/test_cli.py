@@ -125,3 +125,10 @@ def test_cli_method_and_format_lists_match_the_packages():
 
     assert priority_cli.METHODS == priority_solve.METHODS
     assert priority_cli.EXACT_METHODS == priority_solve.EXACT_METHODS
+
+
+def test_small_gaps_are_shown_with_enough_decimals():
+    from planner.cli.common import fmt_gap
+
+    # 0.0054 % must not print as 0.01 % (the optimality tolerance) nor 0.00 %
+    assert [fmt_gap(g) for g in (None, float("nan"), 0.0, 5.4e-5, 0.0123)] == ["-", "-", "0.00%", "0.0054%", "1.23%"]

@@ -112,8 +112,11 @@ def fmt(value: float | None, digits: int = 3) -> str:
 
 
 def fmt_gap(gap: float | None) -> str:
-    """A relative gap as a percentage; "-" when unknown (None or NaN)."""
-    return "-" if gap is None or math.isnan(gap) else f"{100 * gap:.2f}%"
+    """A relative gap as a percentage; "-" when unknown (None or NaN).  Below 0.1 % four decimals, so a
+    gap is never shown as 0.00 % or 0.01 % next to the 0.01 % optimality tolerance when it is not."""
+    if gap is None or math.isnan(gap):
+        return "-"
+    return f"{100 * gap:.2f}%" if gap == 0 or abs(gap) >= 1e-3 else f"{100 * gap:.4f}%"
 
 
 class SolveProgress:
