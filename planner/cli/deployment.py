@@ -48,15 +48,9 @@ def _emit(instance: Path, name: str, result: Result, json_out: bool, output: Pat
 
 
 def _enumeration_result(problem) -> Result:
-    from planner.core.result import Result
-    from planner.deployment.enumeration import enumerate_cluster
-    from planner.solver import SolveStatus
+    from planner.deployment.enumeration import enumeration_result
 
-    solution, seconds = enumerate_cluster(problem)
-    best = solution.best[1]
-    return Result("deployment", "enumeration", "enumeration", SolveStatus.OPTIMAL, best, best, seconds, solution,
-                  bound_source="exhaustive enumeration", message="; ".join(solution.notes),
-                  stats={"combinations": solution.combinations, "estimator": problem.estimator})
+    return enumeration_result(problem)
 
 
 def _print_enumeration(problem, result: Result) -> None:
@@ -79,8 +73,12 @@ def _print_enumeration(problem, result: Result) -> None:
     out.print(r)
     out.print(f"best: {', '.join(f'{g} t={d}' for g, d in zip(sol.groups, sol.best[0]))} "
               f"({sol.best[1]:.1f} tokens/s, exhaustive enumeration in {result.solve_seconds:.3f} s)")
-    for note in sol.notes:
-        out.print(note)
+    if result.validation is not None:
+        v = result.validation
+        out.print(f"validator: valid, tokens/s recomputed = {v.objective:.1f} ({problem.estimator} estimate)"
+                  if v.feasible else f"validator: {v.summary()}")
+    if result.message:
+        out.print(f"note: {result.message}")
 
 
 def _print_cost(problem, result: Result) -> None:

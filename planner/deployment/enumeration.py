@@ -14,10 +14,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from planner.core.result import Result
 from planner.deployment.memory import DegreeCheck, check_degrees
 from planner.deployment.problem import ClusterProblem, MachineGroup, model_key
 from planner.deployment.throughput import continuous_capacity, static_throughput
+from planner.deployment.validator import validate_tp_plan
 from planner.errors import InfeasibleError, PlannerError
+from planner.solver import SolveStatus
+
+#: Relative difference between the enumeration's and the validator's tokens/s reported as a disagreement.
+OBJECTIVE_TOLERANCE = 1e-6
 
 #: Above this many combinations the table is cut to the best `MAX_RANKED` rows (the best is still exact).
 MAX_COMBINATIONS = 2_000_000
@@ -157,3 +163,24 @@ def enumerate_cluster(problem: ClusterProblem) -> tuple[EnumerationSolution, flo
             notes.append(f"{combos} combinations; the table shows the best {MAX_RANKED}")
     estimates = tuple(e for g in names for e in table[g])
     return EnumerationSolution(tuple(names), estimates, ranked, combos, notes=tuple(notes)), time.perf_counter() - start
+
+
+def enumeration_result(problem: ClusterProblem, solution: EnumerationSolution | None = None,
+                       seconds: float = 0.0) -> Result[EnumerationSolution]:
+    """The enumeration (run here unless ``solution`` is given) as a `Result`, with the independent
+    validator's verdict on the best plan; a rejected plan is an ERROR, a recomputed tokens/s that differs
+    by more than `OBJECTIVE_TOLERANCE` (relative) is named in the message."""
+    if solution is None:
+        solution, seconds = enumerate_cluster(problem)
+    degrees, best = solution.best
+    report = validate_tp_plan(problem, degrees)
+    messages = list(solution.notes)
+    status = SolveStatus.OPTIMAL
+    if not report.feasible:
+        status = SolveStatus.ERROR
+        messages.append(f"validator rejects the best plan: {report.summary()}")
+    elif not abs(report.objective - best) <= OBJECTIVE_TOLERANCE * max(abs(best), abs(report.objective)):
+        messages.append(f"enumeration tokens/s {best:.9g} differs from the validator's {report.objective:.9g}")
+    return Result("deployment", "enumeration", "enumeration", status, best, best, seconds, solution,
+                  bound_source="exhaustive enumeration", message="; ".join(messages), validation=report,
+                  stats={"combinations": solution.combinations, "estimator": problem.estimator})
