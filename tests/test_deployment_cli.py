@@ -152,3 +152,18 @@ def test_independent_machines_enumerates_per_machine(monkeypatch, capsys, tmp_pa
     assert a["solution"]["combinations"] == 4 and b["solution"]["combinations"] == 16
     assert a["objective"] == pytest.approx(b["objective"])  # additive throughput: same best value
     assert len({tuple(r["degrees"].values()) for r in b["solution"]["ranked"]}) == 16  # each exactly once
+
+
+def test_combination_count_of_many_independent_machines_does_not_overflow(monkeypatch, capsys, tmp_path):
+    # 40 V100 boxes choosing independently among 4 degrees: 4^40 ≈ 1.2e24 combinations, past int64
+    # (9.2e18); the count is exact and only the best plan (per-box maximum) is listed.
+    path = tmp_path / "many.yaml"
+    path.write_text("family: deployment-tp\nmodel: Llama-3-8B\nsamples: 20\n"
+                    f"models_dir: {REPO / 'models'}\n"
+                    "machines:\n  - {name: box, gpu: V100-32GB-SXM2, gpus: 8, count: 40}\nindependent_machines: true\n")
+    code, out, _ = run_cli(monkeypatch, capsys, "solve", "deployment", str(path), "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["solution"]["combinations"] == 4**40
+    assert any("about 10^24 combinations" in note for note in data["solution"]["notes"])
+    assert data["validation"]["feasible"]

@@ -9,6 +9,7 @@ every combination of feasible per-group degrees exactly once, best first (ties: 
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -140,13 +141,14 @@ def enumerate_cluster(problem: ClusterProblem) -> tuple[EnumerationSolution, flo
                                   f"{group.name!r} ({group.gpu.name}): {reasons}")
         choices.append([e.tensor_parallel for e in feasible])
         values.append(np.array([e.tokens_per_s_machine * group.count for e in feasible]))
-    combos = int(np.prod([len(c) for c in choices], dtype=np.int64))
+    combos = math.prod(len(c) for c in choices)  # a Python int: numpy int64 overflows beyond ~60 independent groups
     notes = []
     if combos > MAX_COMBINATIONS:
         # Additive objective: the best combination is the per-group best; the table is not enumerated.
         best = tuple(c[int(np.argmax(v))] for c, v in zip(choices, values))
         ranked = ((best, float(sum(v.max() for v in values))),)
-        notes.append(f"{combos} combinations: only the best (per-group maximum, exact by additivity) is listed")
+        count = str(combos) if combos < 10**12 else f"about 10^{len(str(combos)) - 1}"
+        notes.append(f"{count} combinations: only the best (per-group maximum, exact by additivity) is listed")
     else:
         totals = values[0]
         for v in values[1:]:
