@@ -1,8 +1,11 @@
-"""`planner capacity`: end to end (HTML + CSV + Parquet), monotone counts, bounds, repair, bad input."""
+"""`planner capacity`: end to end (HTML + CSV + Parquet), monotone counts, bounds, repair, bad input,
+and the ``--json`` solver contract (status, objective, bound, gap, solver, validator verdicts)."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 import math
 from pathlib import Path
 
@@ -11,8 +14,8 @@ import pytest
 from conftest import REPO, run_cli
 
 from planner.capacity.points import point_problem, snapshot_requests, solve_capacity_point
-from planner.capacity.report import POINT_COLUMNS
-from planner.capacity.run import analyse, build_points, configurations
+from planner.capacity.report import POINT_COLUMNS, STATUSES, json_summary
+from planner.capacity.run import DB_NAME, analyse, build_points, configurations, run_capacity
 from planner.capacity.scenario import load_scenario
 from planner.placement.solution import PlacementSolution
 from planner.placement.validator import validate_placement
@@ -106,6 +109,100 @@ def test_rerun_skips_every_finished_point(small_run, monkeypatch, capsys):
     pd.testing.assert_frame_equal(pd.read_csv(out / "points.csv").drop(columns=["seconds"]), before)
 
 
+def _json_run(out: Path, scenario: Path, monkeypatch, capsys) -> dict:
+    code, stdout, _ = run_cli(monkeypatch, capsys, "capacity", str(scenario), "--out", str(out), "--executor",
+                              "serial", "--no-progress", "--json")
+    assert code == 0
+    return json.loads(stdout)
+
+
+def test_json_follows_the_solver_contract(small_run, monkeypatch, capsys):
+    _, scenario, out = small_run
+    data = _json_run(out, scenario, monkeypatch, capsys)
+    # The old keys are kept; the contract's keys are added.
+    assert {"scenario", "name", "points", "eq7", "failures", "outputs"} <= set(data)
+    assert {"status", "objective", "bound", "gap", "solve_seconds", "solver", "solution", "validation"} <= set(data)
+    points = data["points"]
+    assert len(points) == 12 and data["failures"] == {}
+    for p in points:
+        assert set(POINT_COLUMNS) <= set(p)
+        assert p["solver"] in ("highs", "heuristic")
+        # The validator recounts the workers of the kept plan: its objective is the point's worker count.
+        assert p["validation"]["feasible"] is True and p["validation"]["violations"] == []
+        assert p["validation"]["objective"] == p["workers"]
+        assert math.isclose(p["gap"], abs(p["workers"] - p["bound_workers"]) / p["workers"])
+        assert (p["gap"] == 0) == (p["status"] == "optimal")
+        assert p["solve_seconds"] == p["seconds"] >= 0
+    assert data["status"] == ("optimal" if all(p["status"] == "optimal" for p in points) else "feasible")
+    assert data["solver"] == "+".join(sorted({p["solver"] for p in points}))
+    assert math.isclose(data["solve_seconds"], sum(p["seconds"] for p in points), abs_tol=1e-3)
+    # Headline: the cheapest configuration at the highest rate, and the lowest $/h any swept one could reach.
+    top = max(p["rate"] for p in points)
+    at_top = [p for p in points if p["rate"] == top]
+    cheapest = min(at_top, key=lambda p: (p["usd_per_hour"], p["gpus"], p["tensor_parallel"]))
+    assert data["objective"] == cheapest["usd_per_hour"]
+    assert data["bound"] == min(p["bound_gpus"] * p["price_per_gpu_hour"] for p in at_top) <= data["objective"]
+    assert math.isclose(data["gap"], (data["objective"] - data["bound"]) / data["objective"], abs_tol=1e-12)
+    sol = data["solution"]
+    assert (sol["rate"], sol["gpu"], sol["tensor_parallel"], sol["gpus"]) == (
+        top, cheapest["gpu"], cheapest["tensor_parallel"], cheapest["gpus"])
+    assert sol["validation"] == cheapest["validation"]
+    assert [g["gpu"] for g in sol["per_gpu_type"]] == sorted({p["gpu"] for p in at_top},
+                                                             key=lambda g: min(p["usd_per_hour"] for p in at_top
+                                                                               if p["gpu"] == g))
+    verdict = data["validation"]
+    assert verdict["feasible"] is True and verdict["violations"] == []
+    assert math.isclose(verdict["objective"], sol["validation"]["objective"] * sol["tensor_parallel"]
+                        * cheapest["price_per_gpu_hour"])
+    assert math.isclose(verdict["objective"], data["objective"])
+
+
+def test_json_status_names_partial_failed_and_rejected_plans(small_run):
+    _, scenario_path, out = small_run
+    scenario = load_scenario(scenario_path)
+    result = run_capacity(scenario, out, executor="serial", progress=False)  # every point resumed
+    assert set(STATUSES) == {"optimal", "feasible", "partial", "failed"}
+    base = json_summary(result)
+    assert base["status"] in ("optimal", "feasible")
+    pts = result.points.copy()
+    pts["status"] = "optimal"
+    assert json_summary(dataclasses.replace(result, points=pts))["status"] == "optimal"
+    pts.loc[0, "status"] = "feasible"
+    assert json_summary(dataclasses.replace(result, points=pts))["status"] == "feasible"
+    partial = json_summary(dataclasses.replace(result, failures={"A100/tp2/rate9": "boom"}))
+    assert partial["status"] == "partial" and partial["objective"] == base["objective"]
+    failed = json_summary(dataclasses.replace(result, points=pts.iloc[0:0], failures={"k": "boom"}))
+    assert failed["status"] == "failed" and failed["objective"] is None and failed["solution"] is None
+    # A plan the validator rejects does not count as a plan: partial, and its violations are listed.
+    rejected = result.points.copy()
+    bad = {"feasible": False, "objective": 3.0,
+           "violations": [{"constraint": "kv_capacity", "where": "worker 0", "value": 2.0, "limit": 1.0,
+                           "message": "too much KV"}]}
+    rejected["validation"] = [bad] + list(rejected["validation"].iloc[1:])
+    summary = json_summary(dataclasses.replace(result, points=rejected))
+    assert summary["status"] == "partial" and summary["validation"]["feasible"] is False
+    row = rejected.iloc[0]
+    assert summary["validation"]["violations"][0]["where"] == (
+        f"{row.gpu} TP{row.tensor_parallel} at {row.rate:g} req/s: worker 0")
+
+
+def test_results_stored_without_the_new_fields_still_load(small_run):
+    """A results database written before points carried solver / validation loads; the verdict is re-checked."""
+    from planner.sweep.store import ResultsStore
+
+    _, scenario_path, out = small_run
+    scenario = load_scenario(scenario_path)
+    configs, _, _ = configurations(scenario)
+    params = {p.key: p.params for p in build_points(scenario, configs)}
+    stored = ResultsStore(out / DB_NAME, scenario.fingerprint()).results()
+    assert all("validation" in r and "solver" in r for r in stored.values())
+    old = {k: {f: v for f, v in r.items() if f not in ("solver", "validation")} for k, r in stored.items()}
+    new_table, _ = analyse(stored, params, configs)
+    old_table, _ = analyse(old, params, configs)
+    pd.testing.assert_frame_equal(old_table, new_table)
+    assert (old_table.validation.map(lambda v: v["objective"]) == old_table.workers).all()
+
+
 def test_snapshots_are_nested_across_rates():
     dist = find_distribution("sharegpt")
     low = {r.request_id: r for r in snapshot_requests(dist, rate=2, rate_max=6, atgt_s=0.075, cap=4096, seed=4)}
@@ -123,6 +220,10 @@ def test_point_plan_passes_the_validator_and_counts_agree(tmp_path):
     ids = tuple(result["assignment"])
     report = validate_placement(problem, PlacementSolution(ids, tuple(result["assignment"][i] for i in ids), "x"))
     assert report.feasible
+    # The point carries the validator's verdict on its plan, and the engine that produced it.
+    assert result["validation"] == report.to_dict()
+    assert result["validation"]["objective"] == result["workers"]
+    assert result["solver"] == ("highs" if result["method"] == "mip" else "heuristic")
     assert len(set(result["assignment"].values())) == result["workers"]
     assert result["bound_workers"] <= result["workers"] <= result["best_fit_workers"]
     assert set(ids) == {r.request_id for r in problem.requests}
@@ -146,6 +247,10 @@ def test_a_worse_plan_at_a_lower_rate_is_replaced_by_the_restricted_higher_plan(
     nxt = table.sort_values("rate").iloc[1]
     assert row.plan_source == f"restricted from rate {nxt.rate:g}"
     assert row.workers <= nxt.workers < len(ids)
+    # The restricted plan carries its own verdict (not the wasteful plan's) and the higher point's solver.
+    assert row.validation["feasible"] and row.validation["objective"] == row.workers != wasteful["workers"]
+    assert row.solver == nxt.solver
+    assert row.gap == abs(row.workers - row.bound_workers) / row.workers
     assert table.sort_values("rate").workers.is_monotonic_increasing
 
 

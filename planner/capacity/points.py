@@ -28,6 +28,11 @@ the independent validator, so the reported counts stay monotone without touching
 uses fewer workers: the solver's dual bound when the MIP ran, else the combinatorial lower bound
 of `planner.placement.bounds` (ATGT/KV volume, Martello–Toth L2).
 
+**What a point reports.**  Besides the counts: ``solver`` (the engine of the kept plan: ``highs``
+for the MIP, ``heuristic`` for best-fit), ``validation`` (the independent validator's verdict on
+the kept plan, `ValidationReport.to_dict`: its ``objective`` is the recounted number of workers)
+and ``seconds``, the point's wall time.
+
 **Exact where tractable.**  Snapshots of at most ``exact_max_requests`` requests are solved by the
 placement MIP (`solve_placement`, time-limited, HiGHS with one thread per point); larger ones use
 best-fit (the constraint-aware heuristic) with the lower bound beside it.  Best-fit is always run
@@ -148,6 +153,7 @@ def solve_capacity_point(params: dict[str, Any]) -> dict[str, Any]:
         "rate": params["rate"],
         "requests": n,
         "method": plan.method,
+        "solver": plan.solver,
         "status": plan.status.value,
         "workers": workers,
         "bound_workers": min(bound_workers, workers),
@@ -155,5 +161,6 @@ def solve_capacity_point(params: dict[str, Any]) -> dict[str, Any]:
         "best_fit_workers": int(heuristic.objective),  # type: ignore[arg-type]
         "seconds": round(time.perf_counter() - start, 4),
         "note": note,
+        "validation": report.to_dict(),
         "assignment": dict(zip(solution.request_ids, solution.assignment)),
     }

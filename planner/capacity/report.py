@@ -1,5 +1,6 @@
 """Outputs of `planner capacity`: a self-contained HTML report (plots embedded as base64 PNGs),
-``points.csv`` / ``points.parquet`` (every point) and ``eq7.csv`` (the fitted lines).
+``points.csv`` / ``points.parquet`` (every point) and ``eq7.csv`` (the fitted lines), and the
+headline of ``--json`` (`json_summary`).
 
 Files are written atomically (temporary file + rename).  They are derived from the results
 database of the same directory, so a re-run of the same scenario regenerates them.
@@ -23,12 +24,24 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from planner.capacity.run import CapacityResult, horizon_note  # noqa: E402
+from planner.solver.outcome import relative_gap  # noqa: E402
 
 POINT_COLUMNS = (
     "gpu", "tensor_parallel", "rate", "requests", "method", "status", "plan_source", "workers", "gpus",
     "bound_workers", "bound_gpus", "bound_source", "guarantee", "best_fit_workers", "best_fit_gap",
     "gap_reference", "price_per_gpu_hour", "usd_per_hour", "eq7_workers", "best_config", "seconds", "note",
 )
+
+#: ``--json`` points: the CSV columns plus the solver contract's per-point keys (`planner.capacity.run`).
+POINT_JSON_COLUMNS = POINT_COLUMNS + ("solver", "gap", "solve_seconds", "validation")
+
+#: Top-level ``status`` of ``planner capacity --json``.
+STATUSES = {
+    "optimal": "every point has a validated plan proven optimal for its snapshot",
+    "feasible": "every point has a validated plan, at least one not proven optimal (see its gap)",
+    "partial": "some points failed (re-run to retry them); the others have validated plans",
+    "failed": "no point has a validated plan",
+}
 
 CSS = """
 body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 2em auto; max-width: 1100px;
@@ -146,6 +159,76 @@ def answer_lines(result: CapacityResult) -> list[str]:
             f"({row.status})."
         )
     return lines
+
+
+def _valid(point: dict) -> bool:
+    validation = point.get("validation")
+    return isinstance(validation, dict) and bool(validation.get("feasible"))
+
+
+def json_summary(result: CapacityResult) -> dict:
+    """The solver contract's top-level keys of ``planner capacity --json``.
+
+    * ``status``: see `STATUSES` (a point whose plan the validator rejects counts as failed).
+    * ``objective``: the headline a capacity planner reads first, the fleet cost ($/h) of the
+      cheapest configuration at the highest rate; ``bound``: the lowest $/h any configuration swept
+      at that rate could reach (min over them of proven GPU lower bound × price), so no swept GPU
+      type / TP serves that rate for less; ``gap`` = |objective − bound| / objective.
+    * ``solve_seconds``: sum of the points' wall times (points resumed from the database included).
+    * ``solver``: the engines of the kept plans, sorted and joined by ``+`` (e.g. ``heuristic+highs``).
+    * ``solution``: the recommended configuration (the cheapest one at the highest rate) with its
+      point's validator verdict, and the best configuration of every GPU type at that rate.
+    * ``validation``: the verdict over every finished point (feasible when every kept plan passes), its
+      ``objective`` the headline $/h recomputed from the validator's worker count, and the
+      violations of every point (``where`` prefixed by the point).
+    """
+    pts = result.points
+    rows = [] if pts.empty else pts.to_dict(orient="records")
+    planned = [r for r in rows if _valid(r)]
+    failed = len(result.failures) + len(rows) - len(planned)
+    if not planned:
+        status = "failed"
+    elif failed:
+        status = "partial"
+    elif all(r["status"] == "optimal" for r in planned):
+        status = "optimal"
+    else:
+        status = "feasible"
+    violations = []
+    for r in rows:
+        for v in (r.get("validation") or {}).get("violations", []):
+            where = f"{r['gpu']} TP{r['tensor_parallel']} at {r['rate']:g} req/s: {v['where']}"
+            violations.append({**v, "where": where})
+    summary = {"status": status, "objective": None, "bound": None, "gap": None,
+               "solve_seconds": round(float(sum(r["solve_seconds"] for r in rows)), 4),
+               "solver": "+".join(sorted({r["solver"] for r in rows})) or None, "solution": None,
+               "validation": {"feasible": bool(rows) and len(planned) == len(rows), "objective": None,
+                              "violations": violations}}
+    if not planned:
+        return summary
+    top = max(r["rate"] for r in planned)
+    at_top = [r for r in planned if r["rate"] == top]
+
+    def order(r: dict) -> tuple:
+        return (r["usd_per_hour"], r["gpus"], r["tensor_parallel"], r["gpu"])
+
+    best = sorted((min((r for r in at_top if r["gpu"] == gpu), key=order) for gpu in {r["gpu"] for r in at_top}),
+                  key=order)
+    cheapest = best[0]
+    objective = float(cheapest["usd_per_hour"])
+    bound = min(float(r["bound_gpus"] * r["price_per_gpu_hour"]) for r in at_top)
+    keys = ("gpu", "tensor_parallel", "workers", "gpus", "bound_workers", "bound_gpus", "usd_per_hour", "status")
+    checked = cheapest["validation"]["objective"] * cheapest["tensor_parallel"] * cheapest["price_per_gpu_hour"]
+    summary.update(
+        objective=objective, bound=bound, gap=relative_gap(objective, bound),
+        solution={"rate": top, **{k: cheapest[k] for k in keys},
+                  "bound_usd_per_hour": float(cheapest["bound_gpus"] * cheapest["price_per_gpu_hour"]),
+                  "validation": cheapest["validation"],
+                  "per_gpu_type": [{k: r[k] for k in keys} for r in best]},
+    )
+    summary["validation"].update(objective=float(checked),
+                                 objective_name=f"$/h of the cheapest configuration at {top:g} req/s")
+    return summary
 
 
 def render_html(result: CapacityResult) -> str:

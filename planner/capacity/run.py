@@ -21,6 +21,11 @@ Analysis of the finished points, per (GPU type, TP) series in rate order:
   each series with at least two distinct rates.
 * **$/h** = GPUs × price per GPU-hour; the best configuration of a GPU type at a rate is its TP
   degree with the fewest GPUs (ties: the smaller degree).
+* **Per point, for ``--json``** (not in the CSV/Parquet columns): ``solver`` of the kept plan,
+  ``gap`` = |workers − bound_workers| / workers, ``solve_seconds`` (the point's wall time) and
+  ``validation``, the independent validator's verdict on the kept plan (re-checked when the plan
+  is a restriction).  Results stored by an older version lack ``solver`` and ``validation``: the
+  solver follows from the method (the MIP is always HiGHS), and the stored plan is re-validated.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from planner.placement.scaling import fit_eq7
 from planner.placement.solution import PlacementSolution
 from planner.placement.validator import validate_placement
 from planner.placement.worker_config import WorkerConfigReport, worker_configurations
+from planner.solver.outcome import relative_gap
 from planner.sweep import SweepPoint, SweepSummary, run_sweep
 
 DEGREES = (1, 2, 4, 8)
@@ -181,6 +187,18 @@ def _restrict(assignment: dict[str, int], request_ids: list[str]) -> PlacementSo
     return PlacementSolution(tuple(request_ids), tuple(relabel[w] for w in labels), "restricted")
 
 
+def _validate_stored(params: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
+    """The validator's verdict (`ValidationReport.to_dict`) on a stored plan of one point."""
+    problem = point_problem(params)
+    ids = tuple(r.request_id for r in problem.requests)
+    assignment = plan["assignment"]
+    if set(assignment) != set(ids):
+        solution = PlacementSolution(tuple(assignment), tuple(assignment.values()), plan["method"])
+    else:
+        solution = PlacementSolution(ids, tuple(assignment[i] for i in ids), plan["method"])
+    return validate_placement(problem, solution).to_dict()
+
+
 def analyse(results: dict[str, Any], params: dict[str, dict[str, Any]],
             configs: list[Configuration]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Point table (monotone plans, carried bounds, $/h, gaps) and Eq. 7 fits (module docstring)."""
@@ -194,6 +212,7 @@ def analyse(results: dict[str, Any], params: dict[str, dict[str, Any]],
         plans = {k: dict(results[k]) for _, k in series}
         for p in plans.values():
             p["plan_source"] = "own"
+            p["solver"] = p.get("solver") or ("highs" if p["method"] == "mip" else "heuristic")
         # Monotone plans: descending rates, restrict the next higher rate's final plan.
         for (_, higher), (rate, key) in zip(reversed(series), list(reversed(series))[1:]):
             own, above = plans[key], plans[higher]
@@ -205,7 +224,12 @@ def analyse(results: dict[str, Any], params: dict[str, dict[str, Any]],
                 if report.feasible:
                     own.update(workers=restricted.workers_used, assignment=restricted.worker_of(),
                                plan_source=f"restricted from rate {above['rate']:g}",
+                               solver=above["solver"], validation=report.to_dict(),
                                status="optimal" if restricted.workers_used <= own["bound_workers"] else "feasible")
+        # Results stored before points carried the validator's verdict: re-check the stored plan.
+        for _, key in series:
+            if plans[key].get("validation") is None:
+                plans[key]["validation"] = _validate_stored(params[key], plans[key])
         # Bounds carry upwards in rate.
         carried, source = 0, ""
         for rate, key in series:
@@ -242,6 +266,10 @@ def analyse(results: dict[str, Any], params: dict[str, dict[str, Any]],
                 "usd_per_hour": p["workers"] * tp * conf.price_per_hour,
                 "eq7_workers": max(1, math.ceil(fit[0] * rate + fit[1] - 1e-9)) if fit else None,
                 "seconds": p["seconds"], "note": p["note"],
+                "solver": p["solver"],
+                "gap": None if p["bound_workers"] is None else relative_gap(p["workers"], p["bound_workers"]),
+                "solve_seconds": p["seconds"],
+                "validation": p["validation"],
             })
     table = pd.DataFrame(rows)
     if not table.empty:

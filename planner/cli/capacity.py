@@ -32,8 +32,10 @@ def capacity_cmd(
     """Capacity plan: minimal GPUs per GPU type, TP degree and arrival rate, with bounds, Eq. 7 and $/h.
 
     Writes a self-contained HTML report and CSV/Parquet of every point into --out; re-running the same command resumes an interrupted sweep (finished points are not solved again).
+
+    --json: status (optimal / feasible / partial / failed), objective = the cheapest $/h at the highest rate, bound = the lowest $/h any swept configuration could reach there, and per point its solver, gap and validator verdict.
     """
-    from planner.capacity.report import POINT_COLUMNS, answer_lines, write_outputs
+    from planner.capacity.report import POINT_JSON_COLUMNS, answer_lines, json_summary, write_outputs
     from planner.capacity.run import run_capacity
     from planner.capacity.scenario import load_scenario
 
@@ -43,8 +45,8 @@ def capacity_cmd(
     result = run_capacity(spec, out_dir, executor=executor, workers=workers, address=address, progress=progress)
     paths = write_outputs(result, out_dir)
     if json_out:
-        rows = result.points.reindex(columns=list(POINT_COLUMNS)).to_dict(orient="records")
-        print(to_json({"scenario": str(scenario), "name": spec.name, "points": rows,
+        rows = result.points.reindex(columns=list(POINT_JSON_COLUMNS)).to_dict(orient="records")
+        print(to_json({"scenario": str(scenario), "name": spec.name, **json_summary(result), "points": rows,
                        "eq7": result.fits.to_dict(orient="records"), "failures": result.failures,
                        "outputs": {k: str(v) for k, v in paths.items()}}))
     else:
