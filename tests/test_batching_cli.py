@@ -127,7 +127,17 @@ def test_other_family_file_says_so(run_cli):
     (["solve", "batching", "EV", "--batches", "0"], "--batches must be at least 1, got 0"),
     (["solve", "batching", "TINY", "--threads", "0"], "--threads must be at least 1, got 0"),
     (["compare", "batching", "TINY", "--time-limit", "-1"], "--time-limit must be positive, got -1.0"),
-    (["simulate", "batching", "TINY", "--M", "99999999999999999999"], "M must be at most 1,000,000,000,000"),
+    (["simulate", "batching", "TINY", "--M", "99999999999999999999"], "--M must be between 1 and 1,000,000,000,000"),
+    (["simulate", "batching", "TINY", "--C", "0"], "--C must be between 1 and 1,000,000,000,000, got 0"),
+    (["solve", "batching", "TINY", "--goal-scheduler", "vllm", "--goal-factor", "0"],
+     "--goal-factor must be a positive number, got 0.0"),
+    (["solve", "batching", "TINY", "--goal-scheduler", "vllm", "--goal-factor", "nan"],
+     "--goal-factor must be a positive number, got nan"),
+    (["solve", "batching", "TINY", "--goal-factor", "0.8"], "--goal-factor needs --goal-scheduler"),
+    # option type errors and unknown options: one line, not click's usage block
+    (["simulate", "batching", "TINY", "--C", "abc"], "Invalid value for '--C'"),
+    (["solve", "batching", "TINY", "--bogus"], "No such option: --bogus"),
+    (["simulate", "batching", "TINY", "--out", "/proc/no-such-dir/x.json"], "cannot write"),
     # --seed is the shared option of every family (numpy's generators take non-negative seeds only)
     (["solve", "batching", "EV", "--seed", "-1"], "--seed must be a non-negative integer, got -1"),
     (["solve", "queueing", "QUEUE", "--seed", "-3"], "--seed must be a non-negative integer, got -3"),
@@ -203,3 +213,24 @@ def test_compare_lists_the_searched_heuristics_against_the_optimum(run_cli, tmp_
         # a heuristic is never below the optimum; its gap is measured against it
         assert row["objective"] >= data["reference"] - 1e-12 and row["gap_to_reference"] >= -1e-9
     assert methods["mip"]["objective"] <= min(row["objective"] for row in methods.values()) + 1e-12
+
+
+def test_out_naming_a_directory_is_one_line(run_cli, tmp_path):
+    code, _, err = run_cli("simulate", "batching", str(INSTANCES / "tiny3.yaml"), "--out", str(tmp_path), "--force")
+    assert_one_line(code, err, "is a directory")
+
+
+def test_solve_table_when_the_mip_is_not_built(run_cli, tmp_path):
+    # --batches 2000 × 4 requests = 8,000 cells > 6,000: the MIP is not built and the table says so
+    # (it used to end in "internal error: KeyError: 'columns'"); the best heuristic schedule is shown.
+    code, out, err = run_cli("solve", "batching", str(INSTANCES / "evict_small.yaml"), "--batches", "2000",
+                             "--time-limit", "5")
+    assert code == 0, err
+    assert "not built (J=2000 batches)" in out and "MIP not built" in out
+
+
+def test_compare_with_a_zero_latency_reference_has_no_division_by_zero():
+    from planner.cli.batching import _gap_to
+
+    assert _gap_to(0.0, 0.0) == 0.0 and _gap_to(0.0, 1.0) is None and _gap_to(None, 1.0) is None
+    assert _gap_to(2.0, 1.5) == 0.25

@@ -39,3 +39,29 @@ def test_lower_bound_with_ramp_below_brute_force(inputs, outputs, M):
     p = make_problem(inputs, outputs, M=M)
     assert ramp_up_batches(p) > math.ceil(float(kv_at_tokens(p).sum()) / M)
     assert latency_lower_bound(p) <= brute_force_latency(p) + 1e-12
+
+
+def _ramp_reference(problem) -> int:
+    """The bound's definition as a plain loop, one batch at a time (the shipped version works in blocks)."""
+    I, O = problem.inputs.astype(int), problem.outputs.astype(int)
+    U, M, need = I + O - 1, int(problem.M), int(kv_at_tokens(problem).sum())
+    held, j = 0, 0
+    while held < need:
+        j += 1
+        cap = min(M, int(sum(min(u, i + j - 1) for u, i in zip(U, I))))
+        if cap == M or j >= int(O.max()):
+            return j - 1 + math.ceil((need - held) / cap)
+        held += cap
+    return j
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_blocked_ramp_equals_the_batch_by_batch_definition(seed):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 9)) if seed < 3 else 5000  # seeds 3–5: several blocks of 1,024 batches
+    I, O = rng.integers(1, 50, n), rng.integers(1, 3000, n)
+    M = int(rng.integers(int((I + O - 1).max()), int((I + O - 1).sum()) + 2))
+    p = make_problem(I, O, M=M)
+    assert ramp_up_batches(p) == _ramp_reference(p)

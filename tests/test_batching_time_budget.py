@@ -45,3 +45,20 @@ def test_a_spent_time_limit_still_returns_a_validated_schedule_and_bound():
     unlimited = solve_batching(problem, time_limit=None, threads=1, stop_at_bound=False)
     assert unlimited.status == SolveStatus.OPTIMAL
     assert result.objective >= unlimited.objective * (1 - 1e-9)
+
+
+def test_presets_after_a_spent_deadline_are_skipped_and_named():
+    # heuristic_results runs the first preset whatever the deadline (a plan must exist), then skips the
+    # rest once the deadline has passed and lists them; without a deadline every preset runs.
+    from planner.batching.solve import PRESETS, heuristic_results
+
+    problem = make_problem([14, 11, 9, 5], [5, 1, 2, 1], M=26)
+    skipped: list[str] = []
+    early = heuristic_results(problem, deadline=time.perf_counter() - 1.0, skipped=skipped)
+    assert len(early) == 1 and set(early) | set(skipped) == set(PRESETS)
+    none_skipped: list[str] = []
+    full = heuristic_results(problem, skipped=none_skipped)
+    assert none_skipped == [] and len(full) > 1 and set(early) <= set(full)
+    result = solve_batching(problem, time_limit=0.001, threads=1, stop_at_bound=False)
+    assert "time limit reached during the presets" in result.message
+    assert result.validation.feasible

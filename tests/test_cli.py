@@ -132,3 +132,10 @@ def test_small_gaps_are_shown_with_enough_decimals():
 
     # 0.0054 % must not print as 0.01 % (the optimality tolerance) nor 0.00 %
     assert [fmt_gap(g) for g in (None, float("nan"), 0.0, 5.4e-5, 0.0123)] == ["-", "-", "0.00%", "0.0054%", "1.23%"]
+
+
+def test_huge_whole_numbers_are_not_printed_digit_by_digit():
+    from planner.cli.common import fmt
+
+    # 1e300 is "integral" as a float, but printing int(1e300) gives 301 digits
+    assert fmt(1e300) == "1e+300" and fmt(float("inf")) == "inf" and fmt(12.0) == "12" and fmt(0.5) == "0.5"

@@ -97,14 +97,24 @@ def ramp_up_batches(problem: BatchingProblem) -> int:
     U = I + O - 1
     M = int(problem.M)
     need = int(kv_at_tokens(problem).sum())
-    held, j = 0, 0
-    while held < need:
-        j += 1
-        cap = min(M, int(np.minimum(U, I + j - 1).sum()))
-        if cap == M or j >= int(O.max()):
-            return j - 1 + math.ceil((need - held) / cap)
-        held += cap
-    return j
+    last = int(O.max())
+    held, start = 0, 1
+    block = max(1024, (1 << 22) // max(len(I), 1))  # batches j per vectorised block (memory ~ block × n)
+    while held < need:  # the loop "j += 1; cap_j; stop at cap_j = M or j = max O; held += cap_j", in blocks
+        j = np.arange(start, min(start + block, last) + 1, dtype=np.int64)
+        cap = np.minimum(M, np.minimum(U[None, :], I[None, :] + j[:, None] - 1).sum(axis=1))
+        before = held + np.cumsum(cap) - cap  # held at the start of batch j
+        stop = (cap == M) | (j >= last)
+        reach = before + cap >= need
+        hit = np.flatnonzero(stop | reach)
+        if hit.size:
+            k = int(hit[0])
+            if stop[k]:
+                return int(j[k]) - 1 + math.ceil((need - int(before[k])) / int(cap[k]))
+            return int(j[k])
+        held = int(before[-1] + cap[-1])
+        start = int(j[-1]) + 1
+    return start - 1
 
 
 def min_batches(problem: BatchingProblem) -> int:

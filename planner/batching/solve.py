@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -47,8 +48,9 @@ def lower_bound(problem: BatchingProblem, objective: str = "latency") -> float:
 
 
 def run_scheduler(problem: BatchingProblem, scheduler: str | SchedulerConfig, objective: str = "latency",
-                  **overrides) -> Result:
-    """Simulate one policy; the objective is the validator's recomputation."""
+                  bounds: dict | None = None, **overrides) -> Result:
+    """Simulate one policy; the objective is the validator's recomputation.  ``bounds``: a cache of
+    the combinatorial lower bound per (limits, objective), shared by presets with the same limits."""
     problem.check_feasible()
     sim = simulate(problem, scheduler, **overrides)
     name = sim.config.name
@@ -56,7 +58,12 @@ def run_scheduler(problem: BatchingProblem, scheduler: str | SchedulerConfig, ob
     checked = problem.with_limits(C=C, P=P, M=M, R_max=R) if (C, P, M, R) != (
         problem.C, problem.prefill_limit, problem.M, problem.running_limit) else problem
     report = validate_schedule(checked, sim.schedule, objective)
-    bound = lower_bound(checked, objective)
+    key = (C, P, M, R, objective)
+    if bounds is None or key not in bounds:
+        bound = lower_bound(checked, objective)
+        if bounds is not None:
+            bounds[key] = bound
+    bound = bounds[key] if bounds is not None else bound
     return Result(FAMILY, name, "simulator", SolveStatus.FEASIBLE if report.feasible else SolveStatus.ERROR,
                   report.objective, bound, sim.seconds, sim.schedule, validation=report,
                   bound_source="combinatorial lower bound",
@@ -105,12 +112,20 @@ def _finish_metrics(problem: BatchingProblem, schedule: Schedule, report) -> Sch
     return schedule.with_results(metrics, per_request, secs, kv_used)
 
 
-def heuristic_results(problem: BatchingProblem, objective: str = "latency") -> dict[str, Result]:
-    """Every preset that can finish the instance (stuck presets are left out)."""
-    out = {}
+def heuristic_results(problem: BatchingProblem, objective: str = "latency",
+                      deadline: float | None = None, skipped: list | None = None) -> dict[str, Result]:
+    """Every preset that can finish the instance (stuck presets are left out).  ``deadline`` (a
+    `time.perf_counter` value): once it has passed and some preset has finished, the remaining presets
+    are skipped (on instances of millions of tokens one preset takes seconds)."""
+    out: dict[str, Result] = {}
+    bounds: dict = {}
     for name in PRESETS:
+        if deadline is not None and out and time.perf_counter() > deadline:
+            if skipped is not None:
+                skipped.append(name)
+            continue
         try:
-            out[name] = run_scheduler(problem, name, objective)
+            out[name] = run_scheduler(problem, name, objective, bounds=bounds)
         except InfeasibleError:
             continue
     return out
@@ -231,7 +246,19 @@ def solve_batching(
     def seconds_left(cap: float) -> float:
         return cap if deadline is None else max(min(cap, deadline - time.perf_counter()), 0.0)
 
-    heur = heuristic_results(problem, objective)
+    skipped_presets: list[str] = []
+    heur = heuristic_results(problem, objective, deadline, skipped_presets)
+
+    def noted(message: str) -> str:
+        """``message`` plus the presets the time limit left out, if any."""
+        if not skipped_presets:
+            return message
+        extra = f"time limit reached during the presets: {', '.join(skipped_presets)} not run"
+        return f"{message}; {extra}" if message else extra
+
+    def time_left() -> bool:
+        return deadline is None or time.perf_counter() < deadline
+
     valid = {k: r for k, r in heur.items() if r.validation and r.validation.feasible}
     use_paths, why_not = paths_applicable(problem, objective)
     if formulation == "paths" and not use_paths:
@@ -248,11 +275,11 @@ def solve_batching(
         candidates.update({name: (r.solution, float(r.objective)) for name, r in searched.items()
                            if r.validation is not None and r.validation.feasible})
         order_search = rollout_search = False
-    if order_search and offline_latency and not bound_met():
+    if order_search and offline_latency and not bound_met() and time_left():
         ordered = best_ordered_schedule(problem)
         if ordered is not None:
             candidates[ordered[0]] = (ordered[1], ordered[2])
-    if rollout_search and offline_latency and not bound_met():
+    if rollout_search and offline_latency and not bound_met() and time_left():
         rolled = best_rollout_schedule(problem, seed=seed, searches=searches_for(time_limit))
         if rolled is not None:
             candidates["preemptive rollouts"] = rolled
@@ -285,7 +312,8 @@ def solve_batching(
         batches = batch_count_bound(problem, best_latency)
         batches = max(batches, min(compress_schedule(sched).num_batches for sched, _ in candidates.values()))
     if problem.n * batches > max_cells:
-        return _mip_too_large(problem, objective, solver, candidates, batches, max_cells, time.perf_counter() - t0)
+        result = _mip_too_large(problem, objective, solver, candidates, batches, max_cells, time.perf_counter() - t0)
+        return replace(result, message=noted(result.message))
     goal = None
     if goal_scheduler is not None:
         base = heur.get(goal_scheduler) or run_scheduler(problem, goal_scheduler, "latency")
@@ -341,7 +369,7 @@ def solve_batching(
             diag = diagnose_infeasibility(bm.model, solver, time_limit_per_test=5.0)
             message = f"no schedule within J={batches} batches ({diag.summary()})"
         return Result(FAMILY, method, solver, out.status, None, bound, out.seconds, None, build_seconds=build_seconds,
-                      message=message, bound_source="MIP bound", stats=stats)
+                      message=noted(message), bound_source="MIP bound", stats=stats)
     schedule = extract_flow_schedule(problem, bm, out.x) if use_paths else extract_schedule(problem, bm, out.x)
     report = validate_schedule(problem, schedule, objective)
     schedule = _finish_metrics(problem, schedule, report)
@@ -354,7 +382,7 @@ def solve_batching(
         message = (f"MIP objective {mip_objective:.9g} differs from the replayed cost {report.objective:.9g}")
     bound = min(bound, report.objective) if status == SolveStatus.OPTIMAL else bound
     return Result(FAMILY, method, solver, status, report.objective, bound, out.seconds, schedule,
-                  build_seconds=build_seconds, message=message, validation=report,
+                  build_seconds=build_seconds, message=noted(message), validation=report,
                   bound_source=("MIP bound" if mip_bound is not None and mip_bound >= comb_or_cut else
                                 "combinatorial lower bound" if comb_or_cut <= comb else
                                 "combinatorial lower bound with the single-prefill-batch cut"),

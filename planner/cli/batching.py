@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -78,8 +79,11 @@ def _metrics_table(result: Result, title: str) -> Table:
     t.add_row("time", f"{result.solve_seconds:.2f} s (build {result.build_seconds:.2f} s)")
     if result.stats.get("J"):
         s = result.stats
-        t.add_row("model", f"{s.get('formulation', 'bigm')}: J={s['J']} batches, {s['columns']} columns "
-                  f"({s['integer_columns']} integer), {s['rows']} rows")
+        if s.get("columns") is not None:
+            t.add_row("model", f"{s.get('formulation', 'bigm')}: J={s['J']} batches, {s['columns']} columns "
+                      f"({s.get('integer_columns')} integer), {s.get('rows')} rows")
+        else:  # the MIP was not built (too large): the note says why
+            t.add_row("model", f"not built (J={s['J']} batches)")
         t.add_row("warm start", str(s.get("warm_start")))
     if result.stats.get("proof"):
         t.add_row("optimality proved by", str(result.stats["proof"]))
@@ -134,6 +138,11 @@ def simulate_batching_cmd(
     from planner.batching.scheduler import preset_config
     from planner.batching.solve import run_scheduler
 
+    from planner.batching.scheduler import MAX_LIMIT
+
+    for flag, value in (("--C", C), ("--P", P), ("--M", M), ("--R-max", R_max)):
+        if value is not None and not 1 <= value <= MAX_LIMIT:
+            raise PlannerError(f"{flag} must be between 1 and {MAX_LIMIT:,}, got {value}")
     problem = _load(instance)
     if P is not None and P > (C if C is not None else problem.C):
         raise PlannerError(f"--P {P} must not exceed C={C if C is not None else problem.C}")
@@ -157,7 +166,8 @@ def solve_batching_cmd(
     seed: SeedOption = 0,
     batches: int = typer.Option(None, "--batches", help="batch count J (default: derived from the best heuristic)"),
     goal_scheduler: str = typer.Option(None, "--goal-scheduler", help="add latency ≤ goal-factor × this scheduler's"),
-    goal_factor: float = typer.Option(0.9, "--goal-factor"),
+    goal_factor: float = typer.Option(None, "--goal-factor",
+                                      help="the goal is latency ≤ this × the goal scheduler's (default 0.9)"),
     json_out: JsonOption = False,
     output: OutOption = None,
     force: ForceOption = False,
@@ -173,6 +183,11 @@ def solve_batching_cmd(
     check_run_options(time_limit, threads)
     if batches is not None and batches < 1:
         raise PlannerError(f"--batches must be at least 1, got {batches}")
+    if goal_factor is not None and goal_scheduler is None:
+        raise PlannerError("--goal-factor needs --goal-scheduler (the scheduler whose latency it scales)")
+    goal_factor = 0.9 if goal_factor is None else goal_factor
+    if not (math.isfinite(goal_factor) and goal_factor > 0):
+        raise PlannerError(f"--goal-factor must be a positive number, got {goal_factor}")
     if goal_scheduler is not None:
         preset_config(goal_scheduler)
     problem = _load(instance)
@@ -214,7 +229,7 @@ def compare_batching_cmd(
     if json_out:
         print(to_json({"instance": str(instance), "name": problem.name, "reference": reference,
                        "reference_kind": ref_name,
-                       "methods": {k: {**r.to_dict(), "gap_to_reference": (r.objective - reference) / r.objective}
+                       "methods": {k: {**r.to_dict(), "gap_to_reference": _gap_to(r.objective, reference)}
                                    for k, r in rows}}))
         return
     t = Table(title=f"Batching compare: {problem.name} (gap to {ref_name} {fmt(reference, 6)} s)", title_justify="left")
@@ -224,7 +239,7 @@ def compare_batching_cmd(
         m = r.solution.metrics
         t.add_row(name, fmt(r.objective, 6), fmt(m["tokens_per_second"], 1), fmt(m["mean_ttft"], 5),
                   fmt(m["mean_tpot"], 5), str(m["evictions"]), str(m["batches"]),
-                  fmt_gap((r.objective - reference) / r.objective), "yes" if r.validation.feasible else "NO")
+                  fmt_gap(_gap_to(r.objective, reference)), "yes" if r.validation.feasible else "NO")
     out.print(t)
     if mip is not None:
         out.print(f"MIP: {mip.status.value}, {mip.solve_seconds:.1f} s, J={mip.stats.get('J')}"
@@ -232,6 +247,15 @@ def compare_batching_cmd(
     skipped = [k for k in PRESET_NAMES if k not in heur]
     if skipped:
         out.print("presets that cannot finish this instance: " + ", ".join(skipped))
+
+
+def _gap_to(objective: float | None, reference: float) -> float | None:
+    """(objective − reference) / objective; 0 when both are 0, None when only the objective is."""
+    if objective is None:
+        return None
+    if objective == 0:
+        return 0.0 if reference == 0 else None
+    return (objective - reference) / objective
 
 
 def register(groups: CommandGroups) -> None:

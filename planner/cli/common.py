@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -87,12 +88,19 @@ def write_output(path: Path | None, text: str, force: bool) -> None:
     """Write ``text`` to ``path`` atomically; never overwrite an existing file without ``force``."""
     if path is None:
         return
+    if path.is_dir():
+        raise PlannerError(f"--out {path}: is a directory; give a file name")
     if path.exists() and not force:
         raise PlannerError(f"{path}: already exists; pass --force to overwrite it")
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except OSError as error:
+        with contextlib.suppress(OSError):  # a half-written temporary file is not left behind
+            tmp.unlink(missing_ok=True)
+        raise PlannerError(f"--out {path}: cannot write ({error.strerror or error})") from None
 
 
 def check_run_options(time_limit: float | None = None, threads: int | None = None) -> None:
@@ -106,7 +114,9 @@ def check_run_options(time_limit: float | None = None, threads: int | None = Non
 def fmt(value: float | None, digits: int = 3) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
-    if float(value).is_integer():
+    if math.isinf(value):
+        return str(value)
+    if float(value).is_integer() and abs(value) < 1e15:
         return f"{int(value)}"
     return f"{value:.{digits}g}"
 

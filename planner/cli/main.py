@@ -81,7 +81,12 @@ def main() -> None:
         sys.exit(130)
     except Exception as exc:  # usage errors (typer's vendored click) and bugs: still one line
         if callable(getattr(exc, "show", None)) and isinstance(getattr(exc, "exit_code", None), int):
-            exc.show()
+            if type(exc).__name__ == "NoArgsIsHelpError" or not callable(getattr(exc, "format_message", None)):
+                exc.show()  # a bare group command: its help is the answer
+            else:  # a bad option or argument: one line, not click's usage block
+                ctx = getattr(exc, "ctx", None)
+                hint = f" (see '{ctx.command_path} --help')" if ctx is not None and ctx.command_path else ""
+                err.print(f"[bold red]error:[/bold red] {exc.format_message()}{hint}", markup=True, highlight=False)
             sys.exit(exc.exit_code)
         if debug_enabled():
             raise
