@@ -73,6 +73,8 @@ def test_the_fixture_instance_is_valid(monkeypatch, capsys, instance):
         (lambda p: edit_yaml(p, gpu="Z100"), ["inst.yaml", "gpu", "unknown GPU"]),
         (lambda p: edit_yaml(p, tensor_parallel=4), ["inst.yaml", "cost_model", "tensor_parallel=2"]),
         (lambda p: edit_yaml(p, tensor_parallel=0), ["inst.yaml", "tensor_parallel", "greater than 0"]),
+        (lambda p: edit_yaml(p, tensor_parallel="2e0"),
+         ["inst.yaml", "tensor_parallel", "(YAML reads 2e0 as text: write 2 or 2.0e+0)"]),
         (lambda p: edit_yaml(p, cost_model="nope.yaml"), ["inst.yaml", "cost_model", "not found"]),
         (lambda p: edit_yaml(p, slos={"default": {"ttft_s": 1.6, "atgt_s": 0.01}}),
          ["inst.yaml", "slos.default.atgt_s", "un-batched"]),
@@ -106,6 +108,20 @@ def test_missing_column_and_unknown_column(monkeypatch, capsys, instance):
     csv.write_text("\n".join(lines) + "\n")
     code, _, err = run_cli(monkeypatch, capsys, "solve", "placement", str(instance))
     assert_one_line(code, err, "requests.csv", "slo_klass", "unknown column")
+
+
+@pytest.mark.parametrize("extra, needles", [
+    (",7", ["requests.csv", "row 3: 7 fields, the header has 6"]),
+    (None, ["requests.csv", "row 3: 5 fields, the header has 6"]),
+])
+def test_csv_row_with_more_or_fewer_fields_than_the_header(monkeypatch, capsys, instance, extra, needles):
+    # shared `read_csv_table`: pandas would turn extra leading fields into an index or pad a short row
+    csv = instance.parent / "requests.csv"
+    lines = csv.read_text().splitlines()
+    lines[3] = lines[3] + extra if extra else lines[3].rsplit(",", 1)[0]
+    csv.write_text("\n".join(lines) + "\n")
+    code, _, err = run_cli(monkeypatch, capsys, "solve", "placement", str(instance))
+    assert_one_line(code, err, *needles)
 
 
 def test_ongoing_row_without_generated_tokens(monkeypatch, capsys, instance):

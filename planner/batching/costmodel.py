@@ -22,37 +22,85 @@ per-batch biases (a_p·64² ≈ 7e-4 ms vs b_o ≈ 0.065 ms per layer).
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveInt
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from planner.core.io import read_yaml_mapping, validate_model
+from planner.core.io import NotBool, read_yaml_mapping, validate_model
 from planner.errors import InputError
 
 COEFFICIENTS = ("a_o", "b_o", "a_p", "b_p", "s_p", "a_d", "b_d", "s_d")
 
+#: Most layers a model may have (the largest published models have a few hundred).
+MAX_LAYERS = 10_000
+#: Largest coefficient (ms per layer, per token/token²/KV/request or per batch).  Real sets are below
+#: 1 ms (the published 7B/70B sets and the shipped fits: largest b_p ≈ 0.21 ms); with the request and
+#: limit caps of `planner.batching.problem` every batch time stays far inside float range.
+MAX_COEFFICIENT_MS = 1e6
+
+
+def _finite(value: Any) -> Any:
+    """``inf``/``nan`` (also as text) say so, before the range check would call ``inf`` merely too large."""
+    number = value
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            return value
+    if isinstance(number, float) and not math.isfinite(number):
+        raise ValueError("Input should be a finite number")
+    return value
+
+
+def _layer_count(value: Any) -> Any:
+    """A huge number (``1.0e+30``, or the text ``1e30``) is too large, not "unable to parse"."""
+    number = value
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            return value
+    if isinstance(number, float) and math.isfinite(number) and number > MAX_LAYERS:
+        raise ValueError(f"Input should be less than or equal to {MAX_LAYERS}")
+    return value
+
+
+Layers = Annotated[int, NotBool, BeforeValidator(_layer_count), BeforeValidator(_finite), Field(gt=0, le=MAX_LAYERS)]
+Coefficient = Annotated[float, NotBool, BeforeValidator(_finite), Field(ge=0.0, le=MAX_COEFFICIENT_MS)]
+
 
 class InferMaxCostModel(BaseModel):
-    """The §3.2 batch-time model; coefficients per layer in ms (see the module docstring)."""
+    """The §3.2 batch-time model; coefficients per layer in ms (see the module docstring).
+
+    Coefficients are finite, not booleans, between 0 and `MAX_COEFFICIENT_MS`, and not all 0 (every
+    batch would take 0 s); ``n_layers`` is a whole number from 1 to `MAX_LAYERS`.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: Literal["infermax"] = "infermax"
     name: str = "custom"
-    n_layers: PositiveInt = 32
-    a_o: NonNegativeFloat
-    b_o: NonNegativeFloat
-    a_p: NonNegativeFloat
-    b_p: NonNegativeFloat
-    s_p: NonNegativeFloat = 0.0
-    a_d: NonNegativeFloat
-    b_d: NonNegativeFloat
-    s_d: NonNegativeFloat = 0.0
+    n_layers: Layers = 32
+    a_o: Coefficient
+    b_o: Coefficient
+    a_p: Coefficient
+    b_p: Coefficient
+    s_p: Coefficient = 0.0
+    a_d: Coefficient
+    b_d: Coefficient
+    s_d: Coefficient = 0.0
     provenance: str = ""
     fit_report: dict[str, float] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _not_all_zero(self) -> InferMaxCostModel:
+        if all(getattr(self, name) == 0 for name in COEFFICIENTS):
+            raise ValueError("every coefficient is 0, so every batch would take 0 s")
+        return self
 
     @property
     def scale(self) -> float:

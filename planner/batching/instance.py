@@ -10,7 +10,9 @@ requests:                          # inline list, or `requests_csv: file.csv` (i
 ```
 Every problem is one line naming file, field and problem (`InputError`).  Limits: input_len and
 output_len at most 1,000,000 tokens each, C, P, M and R_max at most 10^12 (whole numbers; ``1.0e+6``
-is read as 1000000), arrivals finite and ≥ 0 (`planner.batching.problem`).
+is read as 1000000, while YAML reads ``1e6`` as text), arrivals finite and ≥ 0
+(`planner.batching.problem`).  Give ``requests`` or ``requests_csv``, not both; ids are text or whole
+numbers, unique (in a CSV, duplicates are named by row).  Cost-model limits: `planner.batching.costmodel`.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pydantic import ValidationError
 from planner.batching.costmodel import PUBLISHED, InferMaxCostModel, load_infermax_model
 from planner.batching.problem import LIMIT_NAMES, BatchingProblem, Request
 from planner.core.io import (
+    MAX_REQUEST_TOKENS,
     check_family,
     format_validation_error,
     read_csv_table,
@@ -54,12 +57,52 @@ def _cost_model(value: Any, path: Path) -> InferMaxCostModel:
     return load_infermax_model(target)
 
 
+def _shown(value: Any) -> str:
+    """A YAML value as the user wrote it: ``null``, ``true``, ``123``, ``a list``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, str) and not value.strip():
+        return "an empty string"
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def _csv_path(data: dict, path: Path) -> Path:
+    value = data["requests_csv"]
+    if "requests" in data:
+        raise InputError(path, "requests_csv", "give either requests or requests_csv, not both")
+    if not isinstance(value, str) or not value.strip():
+        raise InputError(path, "requests_csv", f"expected a CSV file path, got {_shown(value)}")
+    target = resolve_relative(path, value)
+    if target.is_dir():
+        raise InputError(path, "requests_csv", f"{target} is a directory, expected a CSV file")
+    if not target.is_file():
+        raise InputError(path, "requests_csv", f"file not found: {target}")
+    return target
+
+
+def _request_id(value: Any, source: Path, where: str) -> str:
+    """An id is text or a whole number (``7`` → "7"); null, booleans, floats and lists are refused."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    problem = f"expected a string or a whole number, got {_shown(value)}"
+    if isinstance(value, bool):
+        problem += " (YAML reads unquoted yes/no/on/off/true/false as booleans: quote the id)"
+    raise InputError(source, where, problem)
+
+
 def _requests(data: dict, path: Path) -> tuple[Request, ...]:
     if "requests_csv" in data:
-        target = resolve_relative(path, data["requests_csv"])
-        if not target.is_file():
-            raise InputError(path, "requests_csv", f"file not found: {target}")
-        frame = read_csv_table(target, {"input_len": int, "output_len": int}, {"id": str, "arrival": float})
+        target = _csv_path(data, path)
+        frame = read_csv_table(target, {"input_len": int, "output_len": int}, {"id": str, "arrival": float},
+                               maximum={"input_len": MAX_REQUEST_TOKENS, "output_len": MAX_REQUEST_TOKENS})
         rows = [{key: (int(value) if key in ("input_len", "output_len") else value) for key, value in record.items()
                  if value is not None and not (isinstance(value, float) and math.isnan(value))}
                 for record in frame.astype(object).to_dict("records")]
@@ -69,15 +112,21 @@ def _requests(data: dict, path: Path) -> tuple[Request, ...]:
         source = path
         if not isinstance(rows, list) or not rows:
             raise InputError(path, "requests", "required: a non-empty list of {id, input_len, output_len[, arrival]}")
+    csv = source != path
     out = []
+    first_row: dict[str, int] = {}
     for k, row in enumerate(rows):
-        csv = source != path
         label = f"row {k + 1}" if csv else f"requests[{k}]"  # CSV rows as `read_csv_table` numbers them
         if not isinstance(row, dict):
             raise InputError(source, label, "expected a mapping")
         row = dict(row)
-        row.setdefault("id", f"r{k}")
-        row["id"] = str(row["id"])
+        where = f"{label}, column id" if csv else f"{label}.id"
+        row["id"] = _request_id(row["id"], source, where) if "id" in row else f"r{k}"
+        if csv:  # the YAML list's duplicates are named by `BatchingProblem` (requests[i] and requests[k])
+            if row["id"] in first_row:
+                raise InputError(source, "id", f"duplicate request id {row['id']!r} "
+                                               f"(rows {first_row[row['id']] + 1} and {k + 1})")
+            first_row[row["id"]] = k
         for key in ("input_len", "output_len"):
             value = row.get(key)
             if isinstance(value, (int, float)) and value < 0:

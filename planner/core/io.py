@@ -8,7 +8,9 @@ is wrong.
 
 from __future__ import annotations
 
+import csv
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -28,6 +30,13 @@ MAX_REQUEST_TOKENS = 1_000_000
 
 #: Longest input shown after a pydantic message as ``(got …)``; longer values (whole objects) are left out.
 _MAX_SHOWN_INPUT = 80
+
+#: A number in exponent form that YAML 1.1 (PyYAML) reads as text: no dot in the mantissa (``1e6``) or no
+#: sign in the exponent (``1.5e6``); ``1.0e+6`` is a float.
+_YAML_TEXT_EXPONENT = re.compile(r"[-+]?(?:\d[\d_]*\.?[\d_]*|\.\d[\d_]*)[eE][-+]?\d+")
+
+#: Whole numbers in a CSV int column must fit numpy's int64.
+_INT64_LIMIT = 2.0**63
 
 
 def _reject_bool(value: Any) -> Any:
@@ -94,7 +103,32 @@ def format_validation_error(exc: ValidationError, prefix: str = "") -> tuple[str
         shown = _shown_input(err["input"], msg, err.get("type", ""))
         if shown:
             msg = f"{msg} (got {shown})"
+        hint = yaml_number_hint(err["input"])
+        if hint and err.get("type", "").endswith("_parsing"):
+            msg = f"{msg} {hint}"
     return field, msg
+
+
+def yaml_number_hint(value: Any) -> str:
+    """For text YAML 1.1 did not read as a number (``1e6``, ``1.5e6``): ``(YAML reads 1e6 as text: write …)``."""
+    if not isinstance(value, str) or not _YAML_TEXT_EXPONENT.fullmatch(value.strip()):
+        return ""
+    text = value.strip()
+    try:
+        number = float(text.replace("_", ""))
+    except ValueError:
+        return ""
+    mantissa, exponent = re.split("[eE]", text.replace("_", ""))
+    if "." not in mantissa:
+        mantissa = f"{mantissa}.0" if mantissa.lstrip("+-") else mantissa
+    if mantissa.lstrip("+-").startswith("."):
+        mantissa = mantissa.replace(".", "0.", 1)
+    exp = int(exponent)
+    spelled = f"{mantissa}e{'-' if exp < 0 else '+'}{abs(exp)}"
+    options = [spelled]
+    if number.is_integer() and abs(number) < 1e15:
+        options.insert(0, str(int(number)))
+    return f"(YAML reads {text} as text: write {' or '.join(options)})"
 
 
 def _shown_input(value: Any, msg: str, kind: str) -> str:
@@ -123,21 +157,30 @@ def read_csv_table(
     path: Path | str,
     required: Mapping[str, type],
     optional: Mapping[str, type] | None = None,
+    *,
+    maximum: Mapping[str, float] | None = None,
 ) -> pd.DataFrame:
     """Read a CSV, check columns and cell types; report the first bad cell by row and column.
 
-    ``required``/``optional`` map column name → python type (int, float, str).
-    Row numbers in messages are 1-based data rows (the header is row 0).
+    ``required``/``optional`` map column name → python type (int, float, str); ``maximum`` maps a
+    numeric column to its largest allowed value.  Every row must have as many fields as the header
+    (``row 3: 5 fields, the header has 3``); whole numbers must fit int64.
+    Row numbers in messages are 1-based data rows (the header is row 0; blank lines are not counted).
     """
     path = Path(path)
     optional = dict(optional or {})
     if not path.exists():
         raise InputError(path, "", "file not found")
+    if path.is_dir():
+        raise InputError(path, "", "is a directory, expected a CSV file")
+    _check_field_counts(path)
     try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            frame = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True, index_col=False)
     except pd.errors.EmptyDataError:
         raise InputError(path, "", "file is empty (expected a header row)") from None
-    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+    except (pd.errors.ParserError, pd.errors.ParserWarning, UnicodeDecodeError) as exc:
         raise InputError(path, "", f"not a valid CSV ({str(exc).splitlines()[0]})") from None
     frame.columns = [c.strip() for c in frame.columns]
     missing = [c for c in required if c not in frame.columns]
@@ -153,11 +196,39 @@ def read_csv_table(
     for col, typ in {**required, **optional}.items():
         if col not in frame.columns:
             continue
-        out[col] = _convert_column(path, col, frame[col], typ, col in required)
+        out[col] = _convert_column(path, col, frame[col], typ, col in required, (maximum or {}).get(col))
     return pd.DataFrame(out)
 
 
-def _convert_column(path: Path, col: str, values: pd.Series, typ: type, required: bool) -> Sequence:
+def _is_blank(row: list[str]) -> bool:
+    """A line pandas skips: empty or only whitespace."""
+    return not row or (len(row) == 1 and not row[0].strip())
+
+
+def _check_field_counts(path: Path) -> None:
+    """A row with more or fewer fields than the header is one line (pandas would silently turn extra
+    leading fields into an index, or pad a short row with empty cells).  Files the csv module cannot
+    read are left to pandas, whose message says why."""
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as handle:
+            header: int | None = None
+            row_number = 0
+            for row in csv.reader(handle, skipinitialspace=True, strict=True):
+                if _is_blank(row):
+                    continue
+                if header is None:
+                    header = len(row)
+                    continue
+                row_number += 1
+                if len(row) != header:
+                    fields = f"{len(row)} field{'s' if len(row) != 1 else ''}"
+                    raise InputError(path, f"row {row_number}", f"{fields}, the header has {header}")
+    except (csv.Error, UnicodeDecodeError):
+        return
+
+
+def _convert_column(path: Path, col: str, values: pd.Series, typ: type, required: bool,
+                    maximum: float | None = None) -> Sequence:
     raw = values.str.strip()
     empty = raw == ""
     if required and empty.any():
@@ -170,12 +241,25 @@ def _convert_column(path: Path, col: str, values: pd.Series, typ: type, required
     if bad.any():
         row = int(np.flatnonzero(bad.to_numpy())[0]) + 1
         raise InputError(path, f"row {row}, column {col}", f"not a number: {raw.iloc[row - 1]!r}")
+    present = converted.dropna().astype(float)
     if typ is int:
-        finite = converted.dropna()
-        frac = (finite % 1) != 0
+        frac = (present % 1) != 0
         if frac.any():
-            row = int(finite.index[np.flatnonzero(frac.to_numpy())[0]]) + 1
+            row = int(present.index[np.flatnonzero(frac.to_numpy())[0]]) + 1
             raise InputError(path, f"row {row}, column {col}", f"must be a whole number, got {raw.iloc[row - 1]!r}")
+    if maximum is not None:
+        over = present > maximum
+        if over.any():
+            row = int(present.index[np.flatnonzero(over.to_numpy())[0]]) + 1
+            shown = int(maximum) if float(maximum).is_integer() else maximum
+            raise InputError(path, f"row {row}, column {col}",
+                             f"Input should be less than or equal to {shown} (got {raw.iloc[row - 1]})")
+    if typ is int:
+        huge = present.abs() >= _INT64_LIMIT
+        if huge.any():
+            row = int(present.index[np.flatnonzero(huge.to_numpy())[0]]) + 1
+            raise InputError(path, f"row {row}, column {col}",
+                             f"whole number too large (at most {2**63 - 1}), got {raw.iloc[row - 1]!r}")
         return converted.astype("Int64")
     return converted.astype(float)
 
