@@ -24,9 +24,10 @@ meets every SLO (every such plan satisfies the rows).  Any subset of thresholds 
 even every candidate instance leaves the rows infeasible, no fleet can meet the SLOs; when the
 rows with n = 0 are infeasible, the current fleet provably cannot.
 
-**Witness** (`witness_fleet`).  Fleets (extra instances per type) in order of cost, then of count,
-from the bound's cost upwards: for each, the baselines (EDF, greedy, FCFS) on the fleet made of
-the existing instances plus the chosen candidates, each followed by the relocate/exchange descent of
+**Witness** (`witness_fleet`).  Fleets (extra instances per type) in order of cost, then of count
+(enumerated lazily, `fleets_by_cost`), from the bound's cost upwards: for each, the baselines (EDF,
+greedy, FCFS) on the fleet made of the existing instances plus the chosen candidates, each followed
+by the relocate/exchange descent of
 `planner.queueing.local_search` (which minimises lateness first); the first plan the independent
 validator accepts with every SLO hard is the witness.  Its cost is an upper bound on the cheapest
 fleet; when it equals the capacity bound the scale-up is proven minimal.  Deterministic.
@@ -34,7 +35,7 @@ fleet; when it equals the capacity bound the scale-up is proven minimal.  Determ
 
 from __future__ import annotations
 
-import itertools
+import heapq
 import math
 import time
 from dataclasses import dataclass, replace
@@ -53,6 +54,12 @@ from planner.solver import ModelBuilder, SolveOptions, SolveStatus, solve
 MAX_THRESHOLDS = 40
 #: Fleets tried by the witness search at most.
 MAX_WITNESS_FLEETS = 64
+#: The capacity bound is skipped under a time limit when building its model would take more than this
+#: share of the limit and more than `BOUND_BUILD_FLOOR_SECONDS` (`bound_model_seconds`).
+BOUND_BUILD_SHARE = 0.5
+BOUND_BUILD_FLOOR_SECONDS = 1.0
+#: Fleets looked at by the witness search at most, the ones cheaper than the capacity bound (skipped) included.
+MAX_FLEETS_SCANNED = 100_000
 
 
 @dataclass(frozen=True)
@@ -170,11 +177,23 @@ def _bound_model(problem: QueueingProblem):
     return mb.build(), n
 
 
+def bound_model_seconds(problem: QueueingProblem) -> float:
+    """Estimated seconds to build the capacity bound's model: a few rows per (threshold, queue class)
+    (`planner.queueing.effort.CAPACITY_ROWS_PER_CLASS`)."""
+    classes = sum(1 for q in problem.queues if not q.optional) + sum(1 for t in problem.types if t.extra_available > 0)
+    return effort.CAPACITY_ROWS_PER_CLASS * classes * len(_thresholds(problem))
+
+
 def capacity_lower_bound(problem: QueueingProblem, *, solver: str = "highs", time_limit: float | None = 10.0,
                          threads: int | None = None) -> CapacityBound | None:
-    """The capacity bound of the module docstring; None if the solver gave no answer in time.
+    """The capacity bound of the module docstring; None if the solver gave no answer in time, or if
+    under ``time_limit`` the model could not even be built in time (`bound_model_seconds` above both
+    `BOUND_BUILD_FLOOR_SECONDS` and `BOUND_BUILD_SHARE` of the limit: thousands of existing queues).
     ``time_limit`` covers both solves (with and without extra instances)."""
     started = time.perf_counter()
+    if time_limit is not None and bound_model_seconds(problem) > max(BOUND_BUILD_FLOOR_SECONDS,
+                                                                     BOUND_BUILD_SHARE * time_limit):
+        return None
     built = _bound_model(problem)
     if built is None:
         return CapacityBound(None, {}, True, 0)
@@ -210,18 +229,40 @@ def fleet_problem(problem: QueueingProblem, extra: dict[int, int]) -> QueueingPr
     return candidates._replace(queues=tuple(queues), objective="penalty")
 
 
+def _fleet_key(problem: QueueingProblem, counts: tuple[int, ...]) -> tuple[float, int, tuple[int, ...]]:
+    return sum(problem.types[t].cost_per_instance * k for t, k in enumerate(counts)), sum(counts), counts
+
+
+def fleets_by_cost(problem: QueueingProblem):
+    """Every fleet of extra instances (count per type, ``0 ≤ k_t ≤ extra_available_t``) as (cost, counts),
+    in order of cost, then number of instances, then counts — lazily, best first from the empty
+    fleet (a heap): the full product of the ranges can hold ~10¹² fleets.  Every fleet but the empty one
+    has a predecessor (one instance fewer) with a smaller key, so the order is exact."""
+    size = len(problem.types)
+    start = (0,) * size
+    heap = [_fleet_key(problem, start)]
+    seen = {start}
+    while heap:
+        cost, _, counts = heapq.heappop(heap)
+        yield cost, counts
+        for t in range(size):
+            if counts[t] < problem.types[t].extra_available:
+                more = counts[:t] + (counts[t] + 1,) + counts[t + 1:]
+                if more not in seen:
+                    seen.add(more)
+                    heapq.heappush(heap, _fleet_key(problem, more))
+
+
 def witness_fleet(problem: QueueingProblem, *, min_cost: float = 0.0, clock: WorkClock | None = None) -> Witness | None:
     """The cheapest fleet (from ``min_cost`` up) on which a baseline + descent meets every SLO.
 
     Each fleet tried is charged to ``clock`` (nominal seconds of `planner.queueing.effort`, so the
     search is repeatable); a further fleet is tried only while the clock allows it."""
     types = problem.types
-    ranges = [range(t.extra_available + 1) for t in types]
-    fleets = sorted(itertools.product(*ranges),
-                    key=lambda c: (sum(types[t].cost_per_instance * k for t, k in enumerate(c)), sum(c), c))
     tried = 0
-    for counts in fleets:
-        cost = sum(types[t].cost_per_instance * k for t, k in enumerate(counts))
+    for scanned, (cost, counts) in enumerate(fleets_by_cost(problem)):
+        if scanned >= MAX_FLEETS_SCANNED or (clock is not None and scanned % 1024 == 1023 and not clock.allows()):
+            return None
         if cost < min_cost - 1e-9:
             continue
         if tried >= MAX_WITNESS_FLEETS or (clock is not None and not clock.allows()):

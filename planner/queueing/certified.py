@@ -155,7 +155,12 @@ def best_local_search(problem: QueueingProblem, starts: list[QueueAssignment],
     for k, start in enumerate(starts):
         if k and not clock.allows(3.0 * first_seconds, MULTI_START_SHARE):
             break
-        for plan in (improve_plan(problem, start, clock=clock), start):
+        descent: dict = {}
+        # the first descent always runs (on its nominal budget: a plan meeting every SLO must exist)
+        improved = improve_plan(problem, start, clock=clock, info=descent, wall_guard=k > 0)
+        if descent.get("budget_stop"):
+            info["local_search_budget_stop"] = True
+        for plan in (improved, start):
             clock.charge(effort.replay_seconds(problem.num_groups))
             report = validate_assignment(problem, plan)
             if report.feasible and (best is None or report.objective < best_report.objective - 1e-9):
@@ -209,11 +214,13 @@ def adopt_repaired_relaxation(problem: QueueingProblem, queues: tuple[int, ...],
 def solve_certified(problem: QueueingProblem, starts: list[QueueAssignment], *, solver: str = "highs",
                     time_limit: float | None = None, threads: int | None = None, seed: int = 0,
                     verbose: bool = False, started: float | None = None,
-                    clock: WorkClock | None = None) -> Result[QueueAssignment] | None:
+                    clock: WorkClock | None = None, keep: dict | None = None) -> Result[QueueAssignment] | None:
     """Local search from ``starts`` (best first), the assignment bound, then (if needed) the reduced slots MILP.
 
     Every phase decides on ``clock`` (nominal seconds, `planner.core.work`; a new one for
-    ``time_limit`` counted from ``started`` when not given), so a time-limited run is repeatable."""
+    ``time_limit`` counted from ``started`` when not given), so a time-limited run is repeatable.
+    When it returns None although the local search met every SLO (no bound could be computed), that
+    plan and its validation go to ``keep`` (``plan``, ``report``, ``plan_from``), for the caller's fallback."""
     started = time.perf_counter() if started is None else started
     clock = WorkClock(time_limit, started) if clock is None else clock
     time_limit = clock.time_limit
@@ -226,6 +233,9 @@ def solve_certified(problem: QueueingProblem, starts: list[QueueAssignment], *, 
     bound = swap_assignment_bound(problem, clock=clock)
     stats["bound_seconds"] = round(time.perf_counter() - t0, 4)
     if bound is None:
+        if keep is not None:
+            keep.update(plan=plan, report=report, plan_from=stats.get("plan_from", plan.method),
+                        local_search_budget_stop=stats.get("local_search_budget_stop", False))
         return None
     objective = report.objective
     lower, bound_source = min(bound.value, objective), "swap-aware assignment relaxation (Hungarian, certified)"
@@ -322,6 +332,9 @@ def solve_certified(problem: QueueingProblem, starts: list[QueueAssignment], *, 
     gap = _gap_of_sum_start(problem, objective, lower)
     stats["gap_of_sum_start"] = gap
     stats.update({"work_spent": round(clock.spent, 4), "wall_clock_cut": clock.wall_cut})
+    if stats.get("local_search_budget_stop"):
+        message = (message + "; " if message else "") + \
+            "the local search stopped on the time limit (its nominal budget) before reaching a local optimum"
     if clock.wall_cut:
         message = (message + "; " if message else "") + \
             ("the wall-clock guard stopped a phase before its nominal budget (a slower machine than the "

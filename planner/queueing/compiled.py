@@ -28,6 +28,9 @@ from numba import njit
 
 #: Weight of one second of SLO violation against one second of estimated start in the descent.
 LATENESS_WEIGHT = 1e4
+#: A descent move must lower the summed queue cost by more than this share of Σ |queue cost| (and by
+#: more than 1e-9) to count as an improvement: below it the "gain" is floating-point rounding.
+IMPROVEMENT_TOLERANCE = 1e-12
 
 
 @njit(cache=True)
@@ -235,8 +238,18 @@ def replacement_change(sequence, length, position, group, queue, work, own, slo,
 
 
 @njit(cache=True)
-def local_search(sequences, lengths, work, own, slo, swap, busy, loaded, model_of, allowed, max_passes, exchange, counter):
+def local_search(sequences, lengths, work, own, slo, swap, busy, loaded, model_of, allowed, max_passes, exchange, counter,
+                 budget=-1.0, evaluation_cost=0.0, scan_cost=0.0, relative_tolerance=IMPROVEMENT_TOLERANCE):
     """Relocate / exchange descent on ``sequences`` (modified in place); returns the number of passes.
+
+    A move counts as an improvement only if it lowers the summed `queue_cost` by more than
+    ``max(1e-9, relative_tolerance · Σ |queue cost|)`` (recomputed every pass): at estimates of
+    ~10¹¹ s the costs reach ~10¹⁶ (× `LATENESS_WEIGHT`), where rounding alone makes moves "improve"
+    by a few units and the first-improvement scan would cycle forever.  With ``budget ≥ 0`` the
+    descent stops (keeping the plan so far) once its work, ``evaluation_cost · counter[0] +
+    scan_cost · counter[1]`` (the nominal seconds of `planner.queueing.effort`), reaches ``budget``;
+    it checks before each group it tries to relocate and each group it tries to exchange.
+    Returns the passes run, negated when the budget stopped the descent.
 
     Work counts (`planner.queueing.effort`): ``counter[0]`` = move evaluations, ``counter[1]`` =
     positions rescanned for lateness, ``counter[2]`` = positions of the queue profiles built."""
@@ -260,12 +273,22 @@ def local_search(sequences, lengths, work, own, slo, swap, busy, loaded, model_o
     own_late = np.empty(size)
     improved = True
     passes = 0
-    while improved and passes < max_passes:
+    stopped = False
+    while improved and passes < max_passes and not stopped:
         improved = False
         passes += 1
+        scale = 0.0
+        for g in range(queues):
+            scale += abs(cost[g])
+        tolerance = max(1e-9, relative_tolerance * scale)
         for a in range(queues):  # relocate: best position over all queues, first improving group
+            if stopped:
+                break
             k = 0
             while k < lengths[a]:
+                if budget >= 0.0 and evaluation_cost * counter[0] + scan_cost * counter[1] >= budget:
+                    stopped = True
+                    break
                 group = sequences[a, k]
                 n = 0
                 for q in range(lengths[a]):
@@ -275,7 +298,7 @@ def local_search(sequences, lengths, work, own, slo, swap, busy, loaded, model_o
                 counter[2] += lengths[a] + 1
                 cost_a = queue_profile(removed, n, a, work, own, slo, swap, busy, loaded, model_of, own_clock, own_model,
                                        own_slack, own_min, own_late)
-                best, best_queue, best_position = -1e-9, -1, -1
+                best, best_queue, best_position = -tolerance, -1, -1
                 for b in range(queues):
                     if not allowed[b, group]:
                         continue
@@ -317,8 +340,11 @@ def local_search(sequences, lengths, work, own, slo, swap, busy, loaded, model_o
                     counter[2] += lengths[g] + 1
                     cost[g] = queue_profile(sequences[g], lengths[g], g, work, own, slo, swap, busy, loaded, model_of,
                                             clock_before[g], model_before[g], slack[g], suffix_min_slack[g], suffix_late[g])
-        for a in range(queues if exchange else 0):  # exchange two groups of different queues (each takes the other's position)
+        for a in range(queues if exchange and not stopped else 0):  # exchange two groups of different queues (each takes the other's position)
             for k in range(lengths[a]):
+                if budget >= 0.0 and evaluation_cost * counter[0] + scan_cost * counter[1] >= budget:
+                    stopped = True
+                    break
                 for b in range(a + 1, queues):
                     for m in range(lengths[b]):
                         first, second = sequences[a, k], sequences[b, m]
@@ -329,8 +355,8 @@ def local_search(sequences, lengths, work, own, slo, swap, busy, loaded, model_o
                                                       suffix_late[a], 1e300, counter)
                         change_b = replacement_change(sequences[b], lengths[b], m, first, b, work, own, slo, swap, model_of,
                                                       clock_before[b], model_before[b], slack[b], suffix_min_slack[b],
-                                                      suffix_late[b], -1e-9 - change_a, counter)
-                        if change_a + change_b < -1e-9:
+                                                      suffix_late[b], -tolerance - change_a, counter)
+                        if change_a + change_b < -tolerance:
                             sequences[a, k], sequences[b, m] = second, first
                             improved = True
                             for g in (a, b):
@@ -338,4 +364,6 @@ def local_search(sequences, lengths, work, own, slo, swap, busy, loaded, model_o
                                 cost[g] = queue_profile(sequences[g], lengths[g], g, work, own, slo, swap, busy, loaded,
                                                         model_of, clock_before[g], model_before[g], slack[g],
                                                         suffix_min_slack[g], suffix_late[g])
-    return passes
+            if stopped:
+                break
+    return -passes if stopped else passes

@@ -15,7 +15,15 @@ now decides on a `WorkClock` charged with these estimates, computed from work co
 * the Lagrangian reduced costs (`planner.queueing.lagrangian_fixing`): `FIXING_CELL` per
   (group, queue, position) and `FIXING_PER_GROUP` per group (a numpy pass per group);
 * the reduced slots MILP's build: `MILP_BUILD_PER_CELL` per kept cell;
-* the baselines: `BASELINE_PER_GROUP` per group and `BASELINE_PER_CELL` per (queue, group).
+* the baselines: `BASELINE_PER_GROUP` per group and `BASELINE_PER_CELL` per (queue, group);
+* building a full MILP of `planner.queueing.formulation` (`milp_model_seconds`, used to skip a model
+  that cannot even be built in the time left): blocks `BLOCKS_BUILD_PER_CELL` per (queue, group),
+  slots `SLOTS_BUILD_PER_CELL` per (queue, group) plus `SLOTS_BUILD_PER_BINARY` per (queue, group,
+  slot) — upper envelopes of builds of 16–1,024 queues × 8–60 groups (blocks 56–97 µs per cell,
+  slots 9.6–27 µs per binary), not least-squares fits;
+* building the scale-up's capacity bound (`planner.queueing.capacity.bound_model_seconds`):
+  `CAPACITY_ROWS_PER_CLASS` per (SLO threshold, existing queue or candidate type) — 51 s for 40 ×
+  2,049 on the reference machine, with the same caveat.
 
 The constants are non-negative least-squares fits of the relative error on this project's reference
 machine (2-core Xeon; `benchmarks/queueing_effort.py` re-measures them on random instances of 25–400
@@ -42,6 +50,10 @@ FIXING_PER_GROUP = 4.5e-5
 MILP_BUILD_PER_CELL = 6.8e-6
 BASELINE_PER_GROUP = 2.7e-5
 BASELINE_PER_CELL = 2.0e-6
+BLOCKS_BUILD_PER_CELL = 1.0e-4
+SLOTS_BUILD_PER_CELL = 2.0e-4
+SLOTS_BUILD_PER_BINARY = 5.0e-6
+CAPACITY_ROWS_PER_CLASS = 7.0e-4
 
 
 def search_seconds(counts, num_groups: int) -> float:
@@ -72,3 +84,12 @@ def milp_build_seconds(cells: int) -> float:
 def baseline_seconds(num_queues: int, num_groups: int) -> float:
     """Nominal seconds of the baselines (EDF, FCFS, greedy) and their validation."""
     return BASELINE_PER_GROUP * num_groups + BASELINE_PER_CELL * num_queues * num_groups
+
+
+def milp_model_seconds(num_queues: int, num_groups: int, formulation: str) -> float:
+    """Estimated seconds to build the full ``formulation`` MILP (``slots`` or ``blocks``) of ``num_queues``
+    queues (scale-up candidates included) and ``num_groups`` groups."""
+    cells = num_queues * num_groups
+    if formulation == "blocks":
+        return BLOCKS_BUILD_PER_CELL * cells
+    return SLOTS_BUILD_PER_CELL * cells + SLOTS_BUILD_PER_BINARY * cells * num_groups

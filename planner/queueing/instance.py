@@ -21,8 +21,12 @@ now_s: 0                      # the SLO slack of a request is slo − (now − a
 
 Every number must be finite and not a boolean; token counts are at most 1,000,000 per request
 (`MAX_REQUEST_TOKENS`), ``max_output_tokens`` at least ``mean_output_tokens``, ``swap_time_s`` at most
-one day, and names of instance types and groups unique.  An instance whose estimated serving time
-exceeds `MAX_HORIZON_S` is refused (the MILP's constants would be out of the solver's range).
+one day, at most 4,096 instances over all types, existing and scale-up candidates (`MAX_INSTANCES`),
+names (of the instance, instance types, groups and SLO classes) text, names of instance types and
+groups unique, and every model in ``loaded_models`` one that fits on its instance type.  An instance
+whose estimated serving time exceeds `MAX_HORIZON_S` is refused (the MILP's constants would be out
+of the solver's range), and so is an SLO slack (``slo − (now_s − arrival_s)``) beyond ±`MAX_HORIZON_S`
+(a deadline so far in the past or future puts constants of that size into every objective).
 """
 
 from __future__ import annotations
@@ -31,12 +35,12 @@ from pathlib import Path
 from typing import Annotated
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
 
 from planner.catalog import canonical_gpu_name, canonical_model_name, model_names
 from planner.core.io import MAX_REQUEST_TOKENS, NotBool, check_family, check_unique, read_yaml_mapping, validate_model
 from planner.errors import InputError, PlannerError
-from planner.queueing.estimator import EstimatorSettings, group_tail_s, group_work_s, rates_for
+from planner.queueing.estimator import EstimatorSettings, group_tail_s, group_work_s, instance_fits, rates_for
 from planner.queueing.groups import QueuedRequest, form_groups
 from planner.queueing.problem import OBJECTIVES, InstanceType, QueueingProblem, RequestGroup, VirtualQueue
 
@@ -44,6 +48,10 @@ from planner.queueing.problem import OBJECTIVES, InstanceType, QueueingProblem, 
 MAX_SWAP_S = 86_400.0
 #: Largest estimated serving time of an instance (Σ work + swaps + tail + slack), seconds (~31,700 years).
 MAX_HORIZON_S = 1e12
+#: Most serving instances of one instance file, existing (``count``) and scale-up candidates
+#: (``extra_available``) over all types together: one virtual queue each, and every method's work and
+#: memory grow with queues × groups (the baselines, the descent's per-queue profiles, the MILPs).
+MAX_INSTANCES = 4096
 
 PosInt = Annotated[int, NotBool, Field(gt=0)]
 NonNegInt = Annotated[int, NotBool, Field(ge=0)]
@@ -52,6 +60,21 @@ Seconds = Annotated[float, NotBool]
 TokenCount = Annotated[float, NotBool, Field(gt=0, le=MAX_REQUEST_TOKENS)]
 TokenSpread = Annotated[float, NotBool, Field(ge=0, le=MAX_REQUEST_TOKENS)]
 RequestTokens = Annotated[int, NotBool, Field(gt=0, le=MAX_REQUEST_TOKENS)]
+
+
+def _text(value: object) -> object:
+    """A name must be YAML text: ``[1, 2]``, ``null`` or ``7`` is refused, not turned into "[1, 2]" or "None"."""
+    if not isinstance(value, str):
+        raise ValueError(f"expected a name (text), got {_shown(value)}")  # noqa: TRY004 (pydantic needs ValueError)
+    return value
+
+
+def _shown(value: object) -> str:
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else repr(value)
+
+
+#: A name field (instance types, groups, the instance): text only.
+Name = Annotated[str, BeforeValidator(_text)]
 
 
 class _Strict(BaseModel):
@@ -68,7 +91,7 @@ class EstimatorSpec(_Strict):
 
 
 class InstanceTypeSpec(_Strict):
-    name: str = Field(min_length=1)
+    name: Name = Field(min_length=1)
     gpu: str
     tensor_parallel: PosInt = 1
     swap_time_s: Annotated[float, NotBool, Field(ge=0, le=MAX_SWAP_S)]
@@ -79,7 +102,7 @@ class InstanceTypeSpec(_Strict):
 
 
 class GroupSpec(_Strict):
-    name: str = Field(min_length=1)
+    name: Name = Field(min_length=1)
     model: str
     slo_class: str
     num_requests: PosInt
@@ -117,7 +140,7 @@ class RequestSpec(_Strict):
 
 class QueueingSpec(_Strict):
     family: str = "queueing"
-    name: str = ""
+    name: Name = ""
     description: str = ""
     objective: str = "penalty"
     deadline: str = "start"
@@ -127,6 +150,15 @@ class QueueingSpec(_Strict):
     instance_types: list[InstanceTypeSpec]
     groups: list[GroupSpec] = []
     requests: list[RequestSpec] = []
+
+    @field_validator("slo_classes", mode="before")
+    @classmethod
+    def _class_names(cls, classes: object) -> object:
+        if isinstance(classes, dict):
+            for key in classes:
+                if not isinstance(key, str):
+                    raise ValueError(f"key {_shown(key)}: expected a class name (text)")  # noqa: TRY004 (pydantic)
+        return classes
 
     @field_validator("instance_types")
     @classmethod
@@ -173,6 +205,7 @@ def problem_from_spec(spec: QueueingSpec, path: Path | str = "<instance>") -> Qu
         raise InputError(path, "groups", "give either groups or requests (exactly one of them)")
     settings = EstimatorSettings(spec.estimator.epsilon, spec.estimator.quantile, spec.estimator.conservative_below,
                                  spec.estimator.max_batch_size, spec.estimator.memory_utilization)
+    _check_instance_total(path, spec)
     types, queues = [], []
     for k, t in enumerate(spec.instance_types):
         gpu = canonical_gpu_name(t.gpu)
@@ -180,7 +213,13 @@ def problem_from_spec(spec: QueueingSpec, path: Path | str = "<instance>") -> Qu
             raise InputError(path, f"instance_types[{k}].gpu", f"unknown GPU type {t.gpu!r}")
         if len(t.loaded_models) > t.count:
             raise InputError(path, f"instance_types[{k}].loaded_models", f"{len(t.loaded_models)} entries for {t.count} instances")
-        loaded = [None if m is None else _check_model(path, f"instance_types[{k}].loaded_models", m) for m in t.loaded_models]
+        loaded = [None if m is None else _check_model(path, f"instance_types[{k}].loaded_models[{c}]", m)
+                  for c, m in enumerate(t.loaded_models)]
+        for c, m in enumerate(loaded):
+            if m is not None and not instance_fits(m, gpu, t.tensor_parallel, settings.memory_utilization):
+                raise InputError(path, f"instance_types[{k}].loaded_models[{c}]",
+                                 f"{m} does not fit on {t.name} ({t.tensor_parallel} × {gpu}: weights exceed "
+                                 f"{settings.memory_utilization:g} of its memory), so it cannot be loaded there")
         loaded += [None] * (t.count - len(loaded))
         types.append(InstanceType(t.name, gpu, t.tensor_parallel, t.swap_time_s, t.count, t.extra_available, t.cost_per_instance))
         queues += [VirtualQueue(f"{t.name}-{c + 1}", k, loaded[c]) for c in range(t.count)]
@@ -205,6 +244,22 @@ def problem_from_spec(spec: QueueingSpec, path: Path | str = "<instance>") -> Qu
     _check_horizon(path, spec, groups, types, work, tail)
     return QueueingProblem(spec.name or path.stem, tuple(groups), tuple(types), tuple(queues), work, tail,
                            objective=spec.objective, deadline=spec.deadline, description=spec.description)  # type: ignore[arg-type]
+
+
+def _check_instance_total(path: Path, spec: QueueingSpec) -> None:
+    """At most `MAX_INSTANCES` instances (count + extra_available over all types); the line names the
+    field where the running total first passes the cap."""
+    declared = sum(t.count + t.extra_available for t in spec.instance_types)
+    if declared <= MAX_INSTANCES:
+        return
+    total = 0
+    for k, t in enumerate(spec.instance_types):
+        for field, n in (("count", t.count), ("extra_available", t.extra_available)):
+            total += n
+            if total > MAX_INSTANCES:
+                raise InputError(path, f"instance_types[{k}].{field}",
+                                 f"at most {MAX_INSTANCES} instances in total (count + extra_available over all "
+                                 f"instance types); this file declares {declared}")
 
 
 def _check_horizon(path: Path, spec: QueueingSpec, groups: list[RequestGroup], types: list[InstanceType],
@@ -233,12 +288,26 @@ def _slo(path: Path, spec: QueueingSpec, field: str, cls: str) -> float:
     return spec.slo_classes[cls]
 
 
+def _check_slack(path: Path, spec: QueueingSpec, where: str, cls: str, slo: float, arrival: float) -> float:
+    """The SLO slack ``slo − (now_s − arrival_s)`` of ``where`` (a group or request); one line naming the
+    largest of the three terms when its magnitude exceeds `MAX_HORIZON_S` (either sign: a deadline long
+    past puts lateness of that size into every objective and solver constant)."""
+    slack = slo - (spec.now_s - arrival)
+    if abs(slack) <= MAX_HORIZON_S:
+        return slack
+    terms = [("now_s", abs(spec.now_s)), (f"{where}.arrival_s", abs(arrival)), (f"slo_classes.{cls}", abs(slo))]
+    field = max(terms, key=lambda term: term[1])[0]
+    raise InputError(path, field, f"{where} SLO slack {slack:.3g} s (slo − (now_s − arrival_s)) is beyond what "
+                                  f"the planner handles (±{MAX_HORIZON_S:.0e} s)")
+
+
 def _groups(spec: QueueingSpec, path: Path, settings: EstimatorSettings, types: list[InstanceType]) -> list[RequestGroup]:
     if spec.groups:
         out = []
         for k, g in enumerate(spec.groups):
             model = _check_model(path, f"groups[{k}].model", g.model)
-            slack = _slo(path, spec, f"groups[{k}].slo_class", g.slo_class) - (spec.now_s - g.arrival_s)
+            slo = _slo(path, spec, f"groups[{k}].slo_class", g.slo_class)
+            slack = _check_slack(path, spec, f"groups[{k}]", g.slo_class, slo, g.arrival_s)
             out.append(RequestGroup(g.name, model, g.slo_class, slack, g.num_requests, g.mean_input_tokens,
                                     g.mean_output_tokens, g.std_output_tokens,
                                     g.max_output_tokens or 2 * g.mean_output_tokens, g.arrival_s))
@@ -246,7 +315,8 @@ def _groups(spec: QueueingSpec, path: Path, settings: EstimatorSettings, types: 
     requests = []
     for k, r in enumerate(spec.requests):
         model = _check_model(path, f"requests[{k}].model", r.model)
-        slack = _slo(path, spec, f"requests[{k}].slo_class", r.slo_class) - (spec.now_s - r.arrival_s)
+        slo = _slo(path, spec, f"requests[{k}].slo_class", r.slo_class)
+        slack = _check_slack(path, spec, f"requests[{k}]", r.slo_class, slo, r.arrival_s)
         requests.append(QueuedRequest(model, r.slo_class, slack, r.input_tokens, r.output_tokens, r.arrival_s, r.max_output_tokens))
     avg_batch: dict[str, float] = {}
     for model in {r.model for r in requests}:

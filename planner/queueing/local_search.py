@@ -12,6 +12,11 @@ changes).  On a plan meeting every SLO the score is the penalty objective + Σ s
 never makes a feasible plan worse or infeasible; on an infeasible start the lateness term drives it
 towards feasibility.  The moves cover model-block changes implicitly (moving a group next to its
 model's block removes swaps).  Deterministic: fixed scan order, no randomness.
+A move counts only if it gains more than `planner.queueing.compiled.IMPROVEMENT_TOLERANCE` (1e-12) of the summed queue cost:
+with estimates near the 10¹² s horizon the costs reach ~10¹⁶ and rounding alone made moves "gain" a
+few units, so the first-improvement scan cycled without end.  Under a time limit the descent also
+stops when its nominal work reaches what is left of the clock (`descent_budget`), checked inside the
+compiled loop before each group it tries to move.
 The returned plan is re-scored by the caller with the independent validator.
 
 `iterated_local_search` perturbs the best plan (``KICK_SIZE`` groups moved to random positions of
@@ -26,6 +31,8 @@ only stops it on a much slower machine.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -46,9 +53,15 @@ TIGHT_FRONT = 10
 
 
 def improve_plan(problem: QueueingProblem, plan: QueueAssignment, max_passes: int = MAX_PASSES,
-                 exchange: bool = True, clock: WorkClock | None = None) -> QueueAssignment:
+                 exchange: bool = True, clock: WorkClock | None = None, info: dict | None = None,
+                 wall_guard: bool = True) -> QueueAssignment:
     """The plan after the relocate / exchange descent (method name ``local-search``); its nominal
-    seconds (`planner.queueing.effort.search_seconds`) are charged to ``clock``."""
+    seconds (`planner.queueing.effort.search_seconds`) are charged to ``clock``.
+
+    Under a time limit the descent stops when it has spent what is left of ``clock`` (`descent_budget`;
+    ``wall_guard=False``: the nominal budget only, for a descent that must run even when the wall clock
+    is nearly spent): the plan so far is returned (every move kept only improves it).  ``info`` (if
+    given) receives ``budget_stop`` (True when that happened) and ``passes``."""
     from planner.queueing.compiled import local_search  # lazy: numba's import is slow
 
     queues, groups = problem.num_queues, problem.num_groups
@@ -68,11 +81,32 @@ def improve_plan(problem: QueueingProblem, plan: QueueAssignment, max_passes: in
         sequences[g, :len(seq)] = seq
         lengths[g] = len(seq)
     counter = np.zeros(3, dtype=np.int64)
-    local_search(sequences, lengths, work, own, problem.slo(), problem.queue_swap(), problem.queue_busy(),
-                 loaded, model_of, allowed, max_passes, exchange, counter)
+    budget, by_wall = descent_budget(clock, groups, wall_guard)
+    passes = local_search(sequences, lengths, work, own, problem.slo(), problem.queue_swap(), problem.queue_busy(),
+                          loaded, model_of, allowed, max_passes, exchange, counter,
+                          -1.0 if budget is None else budget, effort.EVALUATION, effort.SCAN)
     if clock is not None:
         clock.charge(effort.search_seconds(counter, groups))
+        if passes < 0 and by_wall:
+            clock.wall_cut = True
+    if info is not None:
+        info.update(budget_stop=bool(passes < 0), passes=abs(int(passes)))
     return QueueAssignment.of(problem, [list(sequences[g, :lengths[g]]) for g in range(queues)], "local-search")
+
+
+def descent_budget(clock: WorkClock | None, groups: int, wall_guard: bool = True) -> tuple[float | None, bool]:
+    """(budget, set by the wall clock) of one descent: the nominal seconds left on ``clock`` for its move
+    evaluations and scans (its set-up, `planner.queueing.effort.SEARCH_SETUP_PER_GROUP` per group,
+    deducted), or — on a machine slower than the calibration, when less is left of the wall clock's
+    guard (``guard_share`` of the time limit) — the wall seconds left.  (None, False) without a limit."""
+    if clock is None or clock.time_limit is None:
+        return None, False
+    budget = max(clock.left() - effort.SEARCH_SETUP_PER_GROUP * groups, 0.0)
+    if wall_guard and math.isfinite(clock.guard_share):
+        wall = max(clock.guard_share * clock.time_limit - clock.wall_seconds(), 0.0)
+        if wall < budget:
+            return wall, True
+    return budget, False
 
 
 def iterated_local_search(problem: QueueingProblem, plan: QueueAssignment, *, rounds: int, seed: int = 0,

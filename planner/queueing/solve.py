@@ -17,7 +17,12 @@ returns both.  A time limit is one budget for the whole call, counted from its s
 included): the certified pipeline, then the fallback MILP, then the soft MILP (at most `SOFT_SHARE` of
 what is left when a scale-up follows) and the scale-up (the rest) share it.  The certified pipeline
 and the scale-up's witness search spend it in nominal seconds (`planner.core.work`), so their plans
-repeat run to run; the HiGHS MILPs stop on the wall clock, as any MILP time limit does.
+repeat run to run; the HiGHS MILPs stop on the wall clock, as any MILP time limit does.  A full MILP
+whose estimated build time (`planner.queueing.effort.milp_model_seconds`) exceeds half of the time
+it would get is not built at all (`milp_out_of_time`; thousands of queues): the best plan known —
+the certified pipeline's local search or the best baseline — is reported with that reason.  When
+no plan meets every SLO because some group is late even first on every instance
+(`hopeless_groups`), the message names it, and says when no new instance could help it either.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from planner.queueing.certified import solve_certified
 from planner.queueing.formulation import QueueMilp, build_model, warm_start_vector
 from planner.queueing.heuristics import HEURISTICS
 from planner.queueing.problem import HARD_OBJECTIVES, OBJECTIVES, QueueAssignment, QueueingProblem
+from planner.queueing.validator import TOLERANCE as VALIDATOR_TOLERANCE
 from planner.queueing.validator import validate_assignment
 from planner.solver import SolveOptions, SolveStatus, check_solver_name, diagnose_infeasibility, solve
 
@@ -47,6 +53,10 @@ FORMULATIONS = ("auto", "certified", "slots", "blocks")
 #: Share of the time left that the soft MILP gets when a scale-up follows (the soft plan is warm-started
 #: from the best baseline, so it exists anyway; the scale-up witness search needs the time more).
 SOFT_SHARE = 0.25
+#: A full MILP is built only if its estimated build time (`planner.queueing.effort.milp_model_seconds`)
+#: is at most this share of its time limit, or at most `MILP_BUILD_FLOOR_SECONDS` (small models always run).
+MILP_BUILD_SHARE = 0.5
+MILP_BUILD_FLOOR_SECONDS = 1.0
 #: Share of the scale-up's time limit for the witness search (nominal seconds, `planner.core.work`);
 #: the capacity bound before it may use half of the budget (wall clock, HiGHS), the MILP gets the rest.
 WITNESS_SHARE = 0.4
@@ -106,10 +116,30 @@ class MilpRun:
     stats: dict
 
 
+def milp_out_of_time(problem: QueueingProblem, formulation: str, time_limit: float | None) -> str:
+    """Why the ``formulation`` MILP of ``problem`` is not even built within ``time_limit`` ("" if it is):
+    its estimated build time (`planner.queueing.effort.milp_model_seconds`) is above both
+    `MILP_BUILD_FLOOR_SECONDS` and `MILP_BUILD_SHARE` of the limit."""
+    if time_limit is None:
+        return ""
+    estimate = effort.milp_model_seconds(problem.num_queues, problem.num_groups, formulation)
+    if estimate <= max(MILP_BUILD_FLOOR_SECONDS, MILP_BUILD_SHARE * time_limit):
+        return ""
+    return (f"the {formulation} MILP ({problem.num_queues} queues × {problem.num_groups} groups) was not built: building "
+            f"it would take about {estimate:.3g} s, and {time_limit:.3g} s of the time limit are left")
+
+
 def solve_milp(problem: QueueingProblem, purpose: str, formulation: str, *, solver: str = "highs",
                time_limit: float | None = None, threads: int | None = None, seed: int = 0,
                verbose: bool = False, warm_plan: QueueAssignment | None = None) -> MilpRun:
-    """Build and solve one MILP (warm-started from ``warm_plan`` if given); the plan is not yet validated."""
+    """Build and solve one MILP (warm-started from ``warm_plan`` if given); the plan is not yet validated.
+
+    Under a time limit a model that could not even be built in time (`milp_out_of_time`) is skipped:
+    status ``no_solution``, no plan, ``milp`` None, the reason as the message."""
+    skipped = milp_out_of_time(problem, formulation, time_limit)
+    if skipped:
+        return MilpRun(SolveStatus.NO_SOLUTION, None, None, None, 0.0, 0.0, skipped, None,  # type: ignore[arg-type]
+                       {"formulation": formulation, "milp_skipped": skipped})
     b0 = time.perf_counter()
     milp = build_model(problem, purpose, formulation)
     start = None
@@ -257,6 +287,7 @@ def _solve_queueing(problem: QueueingProblem, *, solver: str, formulation: str, 
     valid = [r for r in baselines if r.validation and r.validation.feasible]
     best_baseline = min(valid, key=lambda r: r.objective) if valid else None
     chosen = choose_formulation(problem, formulation)
+    kept: dict = {}  # the certified pipeline's local-search plan when it found no bound
     if formulation in ("auto", "certified") and problem.objective == "penalty":
         lateness = {r.method: validate_assignment(problem, r.solution, "total_lateness").objective for r in baselines}
         starts = [r.solution for r in sorted(baselines, key=lambda r: (not (r.validation and r.validation.feasible),
@@ -265,7 +296,7 @@ def _solve_queueing(problem: QueueingProblem, *, solver: str, formulation: str, 
         clock = WorkClock(time_limit, t0)
         clock.charge(effort.baseline_seconds(problem.num_queues, problem.num_groups))
         certified = solve_certified(problem, starts, solver=solver, time_limit=time_limit, threads=threads, seed=seed,
-                                    verbose=verbose, started=t0, clock=clock)
+                                    verbose=verbose, started=t0, clock=clock, keep=kept)
         if certified is not None:
             certified.stats["baseline_best"] = best_baseline.method if best_baseline else None
             return certified
@@ -279,8 +310,8 @@ def _solve_queueing(problem: QueueingProblem, *, solver: str, formulation: str, 
 
     # A baseline meeting every SLO outranks an "infeasible" from the MILP (the model-block MILP is a
     # restriction; from the exact slots MILP it would be a numerical failure): it is reported below.
-    if problem.hard_deadlines and best_baseline is None and run.status in (SolveStatus.INFEASIBLE,
-                                                                           SolveStatus.NO_SOLUTION):
+    if problem.hard_deadlines and best_baseline is None and not kept and run.status in (SolveStatus.INFEASIBLE,
+                                                                                        SolveStatus.NO_SOLUTION):
         return _infeasible(problem, run, chosen, solver, soft_objective, recommend_scale_up, time_limit, threads, seed, t0,
                            [b.solution for b in baselines if b.solution is not None])
     if run.status == SolveStatus.ERROR or run.plan is None:
@@ -288,12 +319,24 @@ def _solve_queueing(problem: QueueingProblem, *, solver: str, formulation: str, 
         if run.status == SolveStatus.INFEASIBLE:
             message = ("the model-block MILP (a restriction) finds no plan meeting every SLO" if chosen != "slots"
                        else "the MILP reports no plan meeting every SLO, although a baseline meets them all")
+        fallback = None  # (plan, validation, objective, what it is)
         if best_baseline is not None:
-            message += f"; the best baseline plan ({best_baseline.method}) is reported instead"
+            fallback = (best_baseline.solution, best_baseline.validation, best_baseline.objective,
+                        f"the best baseline plan ({best_baseline.method})")
+        if kept and (fallback is None or kept["report"].objective < fallback[2] - 1e-9):
+            fallback = (kept["plan"], kept["report"], kept["report"].objective, f"the {kept['plan_from']} plan")
+            stats["plan_from"] = kept["plan_from"]
+            if kept.get("local_search_budget_stop"):
+                stats["local_search_budget_stop"] = True
+                message += "; the local search stopped on the time limit (its nominal budget)"
+        if fallback is not None:
+            plan, report, objective, what = fallback
+            message += f"; {what} is reported instead"
             relaxed = penalty_lower_bound(problem) if problem.objective == "penalty" else None
+            stats.update(_plan_stats(report))
             return Result(FAMILY, "milp", solver, SolveStatus.ERROR if run.status == SolveStatus.ERROR else SolveStatus.FEASIBLE,
-                          best_baseline.objective, relaxed, time.perf_counter() - t0, best_baseline.solution,
-                          run.build_seconds, message, best_baseline.validation,
+                          objective, relaxed, time.perf_counter() - t0, plan,
+                          run.build_seconds, message, report,
                           "assignment relaxation (no swaps, no SLOs)" if relaxed is not None else "", stats)
         status = SolveStatus.ERROR if run.status == SolveStatus.ERROR else SolveStatus.NO_SOLUTION
         return Result(FAMILY, "milp", solver, status, None, None, time.perf_counter() - t0, None,
@@ -334,8 +377,83 @@ def _solve_queueing(problem: QueueingProblem, *, solver: str, formulation: str, 
                   run.build_seconds, message, report, bound_source, stats)
 
 
-def _infeasibility_head(proven_by_milp: bool, exact: bool, by_capacity: bool) -> str:
-    if proven_by_milp and exact:
+#: Groups named one by one in the "cannot meet its SLO even first" note; the rest are counted.
+HOPELESS_SHOWN = 5
+
+
+@dataclass(frozen=True)
+class HopelessGroup:
+    """A group whose estimate exceeds its SLO even at the head of every existing instance."""
+
+    index: int
+    best_head_s: float  # its least estimate at the head of an existing instance
+    new_instance_helps: bool  # it would meet its SLO first on a new (idle, empty) instance of some declared type
+
+
+def _late(estimate: float, slo: float) -> bool:
+    """The validator's deadline test (`planner.queueing.validator.TOLERANCE`, relative above 1 s)."""
+    return estimate - slo > VALIDATOR_TOLERANCE * max(1.0, abs(slo))
+
+
+def hopeless_groups(problem: QueueingProblem) -> list[HopelessGroup]:
+    """Groups that cannot meet their SLO even served first on any existing instance: their estimate at
+    the head of every queue (its busy time, a swap unless the group's model is loaded, plus work and
+    tail in completion mode) exceeds their SLO slack.  No plan meets every SLO while one exists;
+    ``new_instance_helps`` says whether a new instance (idle, no model loaded) of any declared type —
+    with scale-up candidates or not — would let it."""
+    out: list[HopelessGroup] = []
+    usable = np.array([not q.optional for q in problem.queues], dtype=bool)
+    if not usable.any():
+        return out
+    completion = problem.deadline == "completion"
+    work, tail = problem.queue_work()[usable], problem.queue_tail()[usable]
+    busy, swap = problem.queue_busy()[usable], problem.queue_swap()[usable]
+    models = problem.models
+    loaded = np.array([-1 if q.loaded_model is None else models.index(q.loaded_model)
+                       for q, use in zip(problem.queues, usable) if use])
+    for i, group in enumerate(problem.groups):
+        fits = np.isfinite(work[:, i])
+        if not fits.any():
+            continue
+        own = work[:, i] + tail[:, i] if completion else 0.0
+        switch = loaded != models.index(group.model)
+        best_head = float(np.min(np.where(fits, busy + np.where(switch, swap, 0.0) + own, np.inf)))
+        if not _late(best_head, group.slo_s):
+            continue
+        helps = any(np.isfinite(problem.work_s[t, i]) and not _late(
+            typ.swap_time_s + (problem.work_s[t, i] + problem.tail_s[t, i] if completion else 0.0), group.slo_s)
+            for t, typ in enumerate(problem.types))
+        out.append(HopelessGroup(i, best_head, helps))
+    return out
+
+
+def describe_hopeless(problem: QueueingProblem, hopeless: list[HopelessGroup], scale_up_note: bool = True) -> str:
+    """One clause naming the groups of `hopeless_groups` (their SLO slack and best head estimate) and,
+    with ``scale_up_note``, which of them adding instances cannot help; "" when there are none."""
+    if not hopeless:
+        return ""
+    def one(h: HopelessGroup) -> str:
+        g = problem.groups[h.index]
+        slack = (f"{g.slo_s:.4g} s of SLO slack left" if g.slo_s >= 0 else
+                 f"its SLO deadline passed {-g.slo_s:.4g} s ago")
+        return (f"group {g.name!r} (SLO class {g.slo_class}, {slack}) cannot meet its SLO even first on any "
+                f"instance (its estimate there is at least {h.best_head_s:.4g} s)")
+    parts = [one(h) for h in hopeless[:HOPELESS_SHOWN]]
+    if len(hopeless) > HOPELESS_SHOWN:
+        parts.append(f"{len(hopeless) - HOPELESS_SHOWN} more groups likewise")
+    cannot = [problem.groups[h.index].name for h in hopeless if not h.new_instance_helps] if scale_up_note else []
+    if cannot and len(cannot) == len(hopeless):
+        parts.append("adding instances cannot help " + ("it" if len(hopeless) == 1 else "them")
+                     + " (not even first on a new instance)")
+    elif cannot:
+        shown = ", ".join(repr(n) for n in cannot[:HOPELESS_SHOWN]) + (
+            f" and {len(cannot) - HOPELESS_SHOWN} more" if len(cannot) > HOPELESS_SHOWN else "")
+        parts.append(f"adding instances cannot help {shown} (not even first on a new instance)")
+    return "; ".join(parts)
+
+
+def _infeasibility_head(proven_by_milp: bool, exact: bool, by_capacity: bool, by_head: bool = False) -> str:
+    if (proven_by_milp and exact) or by_head:
         return "the SLOs cannot all be met"
     if by_capacity:
         return "the SLOs cannot all be met (capacity bound)"
@@ -350,12 +468,22 @@ def _infeasible(problem, run, chosen, solver, soft_objective, recommend_scale_up
     best baseline on the soft objective) and the scale-up (`scale_up`).  ``time_limit`` is the budget of the
     whole `solve_queueing` call (started at ``t0``): the soft MILP gets `SOFT_SHARE` of what is left when a scale-up
     follows (all of it otherwise), the scale-up the rest.
-    The SLOs count as provably unmeetable when the exact slots MILP says so or when the capacity
-    bound of the scale-up shows that the current fleet cannot meet them."""
+    The SLOs count as provably unmeetable when the exact slots MILP says so, when the capacity
+    bound of the scale-up shows that the current fleet cannot meet them, or when a group is late even
+    first on every instance (`hopeless_groups`: the message names it, and when not even a new
+    instance of any type would serve it in time, the scale-up search is skipped and says so)."""
     stats = dict(run.stats)
     exact = chosen == "slots"
     proven = run.status == SolveStatus.INFEASIBLE
     parts = []
+    hopeless = hopeless_groups(problem)
+    if hopeless:
+        stats["hopeless_groups"] = [{"group": problem.groups[h.index].name, "slo_slack_s": problem.groups[h.index].slo_s,
+                                     "best_head_estimate_s": h.best_head_s, "new_instance_helps": h.new_instance_helps}
+                                    for h in hopeless]
+        parts.append(describe_hopeless(problem, hopeless, scale_up_note=not recommend_scale_up))
+    if run.stats.get("milp_skipped"):
+        parts.append(run.stats["milp_skipped"])
     if proven and exact and problem.num_groups <= 12:
         parts.append(diagnose_infeasibility(run.milp.model, solver, time_limit_per_test=5.0).summary())
     soft = problem.with_objective(soft_objective)
@@ -375,7 +503,17 @@ def _infeasible(problem, run, chosen, solver, soft_objective, recommend_scale_up
                          "late_groups": report.details.get("late_groups"), "swaps": report.details.get("swaps")}
         parts.append(f"soft version ({soft_objective}) = {report.objective:g}")
     by_capacity = witness_cut = False
-    if recommend_scale_up:
+    unhelped = [problem.groups[h.index].name for h in hopeless if not h.new_instance_helps]
+    if recommend_scale_up and unhelped:  # no fleet can meet every SLO: no need to search one
+        names = ", ".join(repr(n) for n in unhelped[:HOPELESS_SHOWN]) + (
+            f" and {len(unhelped) - HOPELESS_SHOWN} more" if len(unhelped) > HOPELESS_SHOWN else "")
+        stats["scale_up"] = {"status": "infeasible", "extra_instances": {}, "formulation": "head-of-queue check",
+                             "current_fleet_infeasible": True,
+                             "message": f"adding instances cannot help: {'groups' if len(unhelped) > 1 else 'group'} "
+                                        f"{names} cannot meet {'their SLOs' if len(unhelped) > 1 else 'its SLO'} even "
+                                        f"first on a new instance of any type"}
+        parts.append(f"scale-up: {stats['scale_up']['message']}")
+    elif recommend_scale_up:
         # the witness budget is fixed by the call's time limit, not by the wall time the MILPs left over
         witness_seconds = None if time_limit is None else WITNESS_SHARE * (1.0 - SOFT_SHARE) * time_limit
         rec = scale_up(problem, chosen, solver=solver, time_limit=_seconds_left(deadline), threads=threads, seed=seed,
@@ -404,9 +542,10 @@ def _infeasible(problem, run, chosen, solver, soft_objective, recommend_scale_up
     if witness_cut:
         parts.append("the wall clock stopped the scale-up's witness search before its nominal budget (a slower or "
                      "busier machine than the calibration of planner.queueing.effort): this run may not repeat exactly")
-    message = "; ".join([_infeasibility_head(proven, exact, by_capacity), *parts])
-    # The model-block MILP is a restriction: its infeasibility proves nothing about the problem.
-    status = SolveStatus.INFEASIBLE if (proven and exact) or by_capacity else SolveStatus.NO_SOLUTION
+    message = "; ".join([_infeasibility_head(proven, exact, by_capacity, bool(hopeless)), *parts])
+    # The model-block MILP is a restriction: its infeasibility proves nothing about the problem; a
+    # group late even at the head of every queue (`hopeless_groups`) proves it.
+    status = SolveStatus.INFEASIBLE if (proven and exact) or by_capacity or hopeless else SolveStatus.NO_SOLUTION
     return Result(FAMILY, "milp", solver, status, None, None, time.perf_counter() - t0, plan,
                   run.build_seconds, message, report, "", stats)
 
