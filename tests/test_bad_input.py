@@ -213,3 +213,18 @@ def test_bad_trace_files_get_one_line(monkeypatch, capsys, tmp_path, name, conte
 def test_usage_error_is_not_a_traceback(monkeypatch, capsys):
     code, _, err = run_cli(monkeypatch, capsys, "solve", "placement")
     assert code == 2 and "Missing argument" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("text, line, key", [
+    ("family: batching\nlimits: {C: 4096, M: 100, M: 1}\nrequests: [{id: a, input_len: 2, output_len: 2}]\n", 2, "M"),
+    ("family: batching\nlimits:\n  M: 100\nlimits:\n  M: 5\nrequests: [{id: a, input_len: 2, output_len: 2}]\n",
+     4, "limits"),
+])
+def test_a_key_repeated_in_one_mapping_is_one_line(monkeypatch, capsys, tmp_path, text, line, key):
+    # plain YAML keeps the last of two equal keys without a word; the loader names the line and key
+    path = tmp_path / "dup.yaml"
+    path.write_text(text)
+    code, _, err = run_cli(monkeypatch, capsys, "simulate", "batching", str(path))
+    lines = [x for x in err.strip().splitlines() if x.strip()]
+    assert code == 2 and len(lines) == 1
+    assert f"dup.yaml: line {line}: key '{key}' appears twice" in lines[0]

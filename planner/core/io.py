@@ -65,6 +65,31 @@ def check_family(data: Mapping[str, Any], path: Path | str, family: str) -> None
         raise InputError(path, "family", f"this is a {found!r} instance, not a {family} one")
 
 
+class _DuplicateKey(yaml.YAMLError):
+    def __init__(self, key: Any, line: int) -> None:
+        super().__init__(f"key {key!r} appears twice in one mapping (YAML would silently keep the last)")
+        self.key, self.line = key, line
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """`yaml.SafeLoader` that refuses a key repeated in one mapping (``{M: 100, M: 1}``), which plain
+    YAML loading resolves silently to the last value."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: set = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                try:
+                    duplicate = key in seen
+                except TypeError:  # an unhashable key: the base class reports it
+                    break
+                if duplicate:
+                    raise _DuplicateKey(key, key_node.start_mark.line + 1)
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def read_yaml_mapping(path: Path | str) -> dict[str, Any]:
     """Parse a YAML file whose top level must be a mapping."""
     path = Path(path)
@@ -73,7 +98,9 @@ def read_yaml_mapping(path: Path | str) -> dict[str, Any]:
     if path.is_dir():
         raise InputError(path, "", "is a directory, expected a YAML file")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
+    except _DuplicateKey as exc:
+        raise InputError(path, f"line {exc.line}", str(exc)) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "YAML"
