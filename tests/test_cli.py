@@ -55,6 +55,10 @@ def test_compare_lists_every_heuristic_with_gap_to_optimum(monkeypatch, capsys):
     for m in methods.values():
         assert m["valid"] and m["workers"] >= opt and m["lower_bound"] <= opt
         assert m["gap_to_optimum"] == pytest.approx((m["workers"] - opt) / opt)
+        # both gaps are relative to their reference (bound ≤ optimum), so the table's "≤ gap to bound",
+        # printed when the optimum is unknown, holds: e.g. 15 workers vs 14: 1/14 ≤ (15 − bound)/bound
+        assert m["gap_to_bound"] == pytest.approx((m["workers"] - d["best_bound"]) / d["best_bound"])
+        assert m["gap_to_optimum"] <= m["gap_to_bound"] + 1e-12
     code, out, _ = run_cli(monkeypatch, capsys, "compare", "placement", str(INSTANCE))
     assert code == 0 and "round_robin" in out and "MIP optimum" in out
 

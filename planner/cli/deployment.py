@@ -229,7 +229,9 @@ def compare_routing_cmd(
     optimum = exact.objective if exact.proven_optimal else None
     rows = []
     for r in [*routers, exact]:
-        gap_bound = None if r.objective is None or exact.bound is None else (r.objective - exact.bound) / r.objective
+        # relative to the reference, like gap_opt, so that gap_opt ≤ gap_bound (the table prints "≤ gap_bound")
+        gap_bound = None if r.objective is None or exact.bound is None or exact.bound <= 0 else \
+            (r.objective - exact.bound) / exact.bound
         gap_opt = None if optimum is None or r.objective is None else (r.objective - optimum) / optimum
         rows.append({"method": r.method, "status": r.status.value, "makespan_s": r.objective,
                      "gap_to_optimum": gap_opt, "gap_to_bound": gap_bound, "seconds": r.solve_seconds,

@@ -153,7 +153,9 @@ def compare_placement_cmd(
                 "gpus": r.solution.gpus_used if r.solution else None,
                 "lower_bound": r.bound,
                 "bound_source": r.bound_source,
-                "gap_to_bound": None if r.objective is None or best_bound is None else (r.objective - best_bound) / r.objective,
+                # relative to the reference, like gap_to_optimum, so that gap_to_optimum ≤ gap_to_bound
+                "gap_to_bound": None if r.objective is None or best_bound is None or best_bound <= 0
+                else (r.objective - best_bound) / best_bound,
                 "gap_to_optimum": gap_opt,
                 "seconds": r.solve_seconds,
                 "valid": r.validation.feasible if r.validation else None,
