@@ -291,7 +291,7 @@ BAD = [
     (lambda s: s.replace("slos: {ttft_s: 1.6, atgt_s: 0.075}\n", ""), "slos: required field is missing"),
     (lambda s: s.replace("type: H100-80GB-SXM", "type: H200-NOPE"), "gpus[1].type: unknown GPU type 'H200-NOPE'"),
     (lambda s: s.replace("rates: [1, 2, 3, 4]", "rates: []"), "rates: the rate grid is empty"),
-    (lambda s: s.replace("rates: [1, 2, 3, 4]", "rates: [1, -2]"), "rates: arrival rates must be positive"),
+    (lambda s: s.replace("rates: [1, 2, 3, 4]", "rates: [1, -2]"), "rates[1]: arrival rates must be positive, got -2"),
     (lambda s: s.replace("model: Llama-2-70B", "model: GPT-9"), "model: unknown model 'GPT-9'"),
     (lambda s: s.replace(", price_per_hour: 1.8", ""), "gpus[0].price_per_hour: required"),
     (lambda s: s.replace("slos: {ttft_s: 1.6, atgt_s: 0.075}", "slos: {ttft_s: 1.6}"), "slos.atgt_s: required field"),

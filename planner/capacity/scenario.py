@@ -28,26 +28,59 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from planner.catalog import find_gpu, find_model, gpu_names
-from planner.core.io import read_yaml_mapping, resolve_relative, validate_model
+from planner.core.io import NotBool, read_yaml_mapping, resolve_relative, validate_model
 from planner.core.types import GPUSpec, LLMSpec
 from planner.errors import InputError, PlannerError
 from planner.workloads.lengths import TRACE_FORMATS, LengthDistribution, derive_length_distribution, read_trace_lengths
 from planner.workloads.streams import find_distribution
 
 
+#: Largest seed accepted (numpy seeds any non-negative integer; int64 keeps the results database portable).
+MAX_SEED = 2**63 - 1
+
+#: Most requests the seeded master stream of one point may hold (λ_max · H, expected): the snapshot is
+#: built and best-fit runs without a time limit, so a larger stream would not honour ``time_limit_s``.
+MAX_MASTER_REQUESTS = 50_000
+
+
+def _finite(value: object) -> object:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isfinite(value):
+        raise ValueError(f"must be finite, got {value}")
+    return value
+
+
+def _seed(value: object) -> object:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SEED:
+        shown = str(value).lower() if isinstance(value, bool) else value
+        raise ValueError(f"must be a non-negative integer, got {shown}")
+    return value
+
+
+def _positive_rate(value: object) -> object:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and not value > 0:
+        raise ValueError(f"arrival rates must be positive, got {value:g}")
+    return value
+
+
+Finite = BeforeValidator(_finite)
+PositiveNumber = Annotated[float, NotBool, Finite, Field(gt=0)]
+Seed = Annotated[int, BeforeValidator(_seed)]
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class ScenarioSLOs(_Strict):
-    ttft_s: PositiveFloat
-    atgt_s: PositiveFloat
+    ttft_s: PositiveNumber
+    atgt_s: PositiveNumber
 
 
 class ScenarioWorkload(_Strict):
@@ -65,8 +98,20 @@ class ScenarioWorkload(_Strict):
 
 class ScenarioGPU(_Strict):
     type: str
-    price_per_hour: PositiveFloat | None = None
-    tensor_parallel: list[PositiveInt] | Literal["best"] = "best"
+    price_per_hour: PositiveNumber | None = None
+    tensor_parallel: list[int] | Literal["best"] = "best"
+
+    @field_validator("tensor_parallel", mode="before")
+    @classmethod
+    def _degrees(cls, value: object) -> object:
+        if isinstance(value, list):
+            for k, degree in enumerate(value):
+                if isinstance(degree, bool) or not isinstance(degree, int) or degree < 1:
+                    shown = str(degree).lower() if isinstance(degree, bool) else repr(degree)
+                    raise ValueError(f"[{k}] must be a positive integer TP degree, got {shown}")
+        elif value != "best":
+            raise ValueError(f"must be a list of TP degrees or 'best', got {value!r}")
+        return value
 
     @field_validator("tensor_parallel")
     @classmethod
@@ -77,14 +122,14 @@ class ScenarioGPU(_Strict):
 
 
 class ScenarioPlacement(_Strict):
-    strictness: Annotated[float, Field(ge=0.0, le=1.0)] = 0.5
-    kv_headroom: Annotated[float, Field(gt=0.0, le=1.0)] = 1.0
+    strictness: Annotated[float, NotBool, Finite, Field(ge=0.0, le=1.0)] = 0.5
+    kv_headroom: Annotated[float, NotBool, Finite, Field(gt=0.0, le=1.0)] = 1.0
 
 
 class ScenarioSolve(_Strict):
-    time_limit_s: PositiveFloat = 10.0
-    exact_max_requests: Annotated[int, Field(ge=0)] = 400
-    seed: int = 0
+    time_limit_s: PositiveNumber = 10.0
+    exact_max_requests: Annotated[int, NotBool, Field(ge=0)] = 400
+    seed: Seed = 0
 
 
 class ScenarioFile(_Strict):
@@ -93,7 +138,7 @@ class ScenarioFile(_Strict):
     model: str
     slos: ScenarioSLOs
     workload: ScenarioWorkload = ScenarioWorkload(distribution="sharegpt")
-    rates: list[float]
+    rates: list[Annotated[float, NotBool, Finite, BeforeValidator(_positive_rate)]]
     gpus: list[ScenarioGPU]
     placement: ScenarioPlacement = ScenarioPlacement()
     solve: ScenarioSolve = ScenarioSolve()
@@ -183,6 +228,7 @@ def load_scenario(path: Path | str) -> Scenario:
     if len(set(names)) != len(names):
         raise InputError(path, "gpus", "each GPU type may appear once")
     dist, label = _workload(path, data.workload, model.max_context_tokens)
+    _check_stream_size(path, raw["rates"], data.rates[-1], dist, data.slos.atgt_s, model.max_context_tokens)
     models_dir = str(resolve_relative(path, data.cost_models_dir)) if data.cost_models_dir else None
     return Scenario(
         source=str(path), name=data.name, model=model, ttft_s=data.slos.ttft_s, atgt_s=data.slos.atgt_s,
@@ -191,6 +237,22 @@ def load_scenario(path: Path | str) -> Scenario:
         time_limit_s=data.solve.time_limit_s, exact_max_requests=data.solve.exact_max_requests,
         seed=data.solve.seed, cost_models_dir=models_dir,
     )
+
+
+def _check_stream_size(path: Path, raw_rates: list, rate_max: float, dist: LengthDistribution,
+                       atgt_s: float, cap: int) -> None:
+    """Every point draws λ_max · H master requests: refuse a grid whose stream would not fit a time limit."""
+    from planner.capacity.points import master_horizon_s  # noqa: PLC0415 (points imports the solver stack)
+
+    horizon = master_horizon_s(dist, atgt_s, cap)
+    expected = rate_max * horizon
+    if expected <= MAX_MASTER_REQUESTS:
+        return
+    index = next((k for k, r in enumerate(raw_rates) if r == rate_max), None)
+    field = "rates" if index is None else f"rates[{index}]"
+    raise InputError(path, field, f"rate {rate_max:g} req/s over the {horizon:g} s snapshot horizon draws about "
+                                  f"{expected:.3g} requests per point; at most {MAX_MASTER_REQUESTS} are supported "
+                                  f"(rate ≤ {MAX_MASTER_REQUESTS / horizon:.0f} req/s for this workload and ATGT)")
 
 
 def _workload(path: Path, spec: ScenarioWorkload, cap: int) -> tuple[LengthDistribution, str]:
@@ -206,6 +268,8 @@ def _workload(path: Path, spec: ScenarioWorkload, cap: int) -> tuple[LengthDistr
     trace = resolve_relative(path, spec.trace)  # type: ignore[arg-type]
     if not trace.exists():
         raise InputError(path, "workload.trace", f"file not found: {trace}")
+    if trace.is_dir():
+        raise InputError(path, "workload.trace", f"{spec.trace} is a directory, expected a trace file")
     try:
         inputs, outputs, _ = read_trace_lengths(trace, spec.format)
     except PlannerError as exc:

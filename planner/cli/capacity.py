@@ -88,8 +88,10 @@ def compare_all_cmd(
     from planner.sweep.compare_all import compare_all, summarise
 
     check_solver_name(solver)
-    if time_limit <= 0:
-        raise PlannerError(f"--time-limit must be positive, got {time_limit}")
+    if not (time_limit > 0) or time_limit == float("inf"):
+        raise PlannerError(f"--time-limit must be a positive number, got {time_limit}")
+    if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
+        raise PlannerError(f"{out_dir}: --out must be a directory")
     families = None if family is None else tuple(f.strip() for f in family.split(",") if f.strip())
     with tempfile.TemporaryDirectory(prefix="planner-compare-") as scratch:
         target = out_dir if out_dir is not None else Path(scratch)

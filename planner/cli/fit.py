@@ -58,6 +58,10 @@ def fit_cmd(
 
     if not source.exists():
         raise PlannerError(f"{source}: file not found")
+    if tensor_parallel is not None and tensor_parallel < 1:
+        raise PlannerError(f"--tp must be at least 1, got {tensor_parallel}")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise PlannerError(f"{out_dir}: --out-dir must be a directory")
     fmt = fmt or _guess_format(source)
     kinds = ("aladdin", "bilinear") if kind == "both" else (kind,)
     for k in kinds:
@@ -72,7 +76,7 @@ def fit_cmd(
         profile = profile[profile.model.str.lower() == (canonical_model_name(model) or model).lower()]
     if gpu:
         profile = profile[profile.gpu.str.lower() == (canonical_gpu_name(gpu) or gpu).lower()]
-    if tensor_parallel:
+    if tensor_parallel is not None:
         profile = profile[profile.tensor_parallel == tensor_parallel]
     if profile.empty:
         raise PlannerError(f"{source}: no profile rows match the --model/--gpu/--tp filters")
@@ -85,7 +89,10 @@ def fit_cmd(
             path = out_dir / cost_model_filename(k, fitted.model, fitted.gpu, fitted.tensor_parallel)
             written = "skipped (exists; --force to overwrite)"
             if force or not path.exists():
-                save_cost_model(fitted, path)
+                try:
+                    save_cost_model(fitted, path)
+                except OSError as exc:  # a file where a directory should be, no permission, disk full
+                    raise PlannerError(f"{path}: cannot write the cost model: {exc.strerror or exc}") from None
                 written = "written"
             phases = fitted.fit.phases if fitted.fit else {}
             rows.append(

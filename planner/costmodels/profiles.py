@@ -49,6 +49,32 @@ _SPLITWISE_MODEL = {"llama2-70b": "Llama-2-70B", "bloom-176b": "BLOOM-176B"}
 SPLITWISE_CONSISTENCY_TOLERANCE = 0.10
 
 
+def _cell_text(value: float) -> str:
+    value = float(value)
+    return str(int(value)) if np.isfinite(value) and value.is_integer() else str(value)
+
+
+def check_positive_columns(table: pd.DataFrame, path: Path | str, columns: tuple[str, ...]) -> None:
+    """Each listed column must hold finite positive numbers: else ``row N, column c: must be positive, got '-5'``.
+
+    Rows are 1-based data rows, as in `read_csv_table` messages.
+    """
+    for col in columns:
+        if col not in table:
+            continue
+        values = table[col].astype(float).to_numpy()
+        bad = ~(np.isfinite(values) & (values > 0))
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            if np.isnan(values[k]):
+                problem = "must be a positive number"
+            elif not np.isfinite(values[k]):
+                problem = "must be finite"
+            else:
+                problem = "must be positive"
+            raise InputError(path, f"row {k + 1}, column {col}", f"{problem}, got {_cell_text(values[k])!r}")
+
+
 def read_splitwise(path: Path | str) -> tuple[pd.DataFrame, int]:
     """Read splitwise-sim ``perf_model.csv``; return (profile rows, rows dropped as inconsistent).
 
@@ -78,6 +104,8 @@ def read_splitwise(path: Path | str) -> tuple[pd.DataFrame, int]:
         },
         optional={"peak_power": float, "average_power": float},
     )
+    check_positive_columns(table, path, ("prompt_size", "batch_size", "token_size", "tensor_parallel",
+                                         "prompt_time", "token_time", "e2e_time"))
     predicted = table.prompt_time + (table.token_size - 1) * table.token_time
     consistent = (predicted - table.e2e_time).abs() <= SPLITWISE_CONSISTENCY_TOLERANCE * table.e2e_time
     dropped = int((~consistent).sum())
@@ -137,11 +165,7 @@ def read_profile_table(path: Path | str) -> pd.DataFrame:
     if bad_phase.any():
         row = int(np.flatnonzero(bad_phase.to_numpy())[0]) + 1
         raise InputError(path, f"row {row}, column phase", f"must be prefill or decode, got {table.phase.iloc[row - 1]!r}")
-    for col in ("batch_size", "tokens_per_request", "time_s"):
-        nonpos = ~(table[col].astype(float) > 0)
-        if nonpos.any():
-            row = int(np.flatnonzero(nonpos.to_numpy())[0]) + 1
-            raise InputError(path, f"row {row}, column {col}", "must be positive")
+    check_positive_columns(table, path, ("batch_size", "tokens_per_request", "time_s"))
     table["model"] = table.get("model", pd.Series(["unknown"] * len(table))).fillna("unknown")
     table["gpu"] = table.get("gpu", pd.Series(["unknown"] * len(table))).fillna("unknown")
     table["tensor_parallel"] = table.get("tensor_parallel", pd.Series([1] * len(table))).fillna(1).astype(int)
