@@ -24,19 +24,18 @@ from planner.cli.common import (
     to_json,
     write_output,
 )
-from planner.errors import PlannerError
 
 if TYPE_CHECKING:
     from planner.core.result import Result
 
 
 
-def _check(solver: str, time_limit: float | None) -> None:
+def _check(solver: str, time_limit: float | None, threads: int | None = None) -> None:
+    from planner.cli.common import check_run_options
     from planner.solver import check_solver_name
 
     check_solver_name(solver)
-    if time_limit is not None and time_limit <= 0:
-        raise PlannerError(f"--time-limit must be positive, got {time_limit}")
+    check_run_options(time_limit, threads)  # NaN-safe: `not x > 0`
 
 
 def _emit(instance: Path, name: str, result: Result, json_out: bool, output: Path | None, force: bool) -> bool:
@@ -54,6 +53,8 @@ def _enumeration_result(problem) -> Result:
 
 
 def _print_enumeration(problem, result: Result) -> None:
+    from planner.deployment.enumeration import combinations_text
+
     sol = result.solution
     t = Table(title=f"TP degrees per machine group: {problem.name} ({problem.model.name}, {problem.estimator} estimate)",
               title_justify="left")
@@ -63,7 +64,8 @@ def _print_enumeration(problem, result: Result) -> None:
         t.add_row(e.group, e.gpu, str(e.tensor_parallel), str(e.instances_per_machine), f"{e.kv_size_gb:.2f}",
                   f"{e.tokens_per_s_machine:.1f}" if e.feasible else "-", e.reason)
     out.print(t)
-    r = Table(title=f"Cluster configurations, best first ({sol.combinations} feasible combinations)", title_justify="left")
+    r = Table(title=f"Cluster configurations, best first ({combinations_text(sol.combinations)} feasible combinations)",
+              title_justify="left")
     r.add_column("rank", justify="right")
     for g in sol.groups:
         r.add_column(f"t[{g}]", justify="right")
@@ -127,7 +129,7 @@ def solve_deployment_cmd(
     from planner.deployment.problem import ClusterProblem
     from planner.solver import SolveStatus
 
-    _check(solver, time_limit)
+    _check(solver, time_limit, threads)
     problem = load_deployment_instance(instance)
     if isinstance(problem, ClusterProblem):
         result = _enumeration_result(problem)
@@ -156,7 +158,7 @@ def plan_cost_cmd(
     from planner.deployment.cost_solve import max_servable_load, solve_cost_plan
     from planner.deployment.instance import load_cost_plan_file
 
-    _check(solver, time_limit)
+    _check(solver, time_limit, threads)
     problem = load_cost_plan_file(instance)
     if max_load:
         scale, bound, outcome = max_servable_load(problem, solver=solver, time_limit=time_limit,
@@ -193,7 +195,7 @@ def solve_routing_cmd(
     from planner.deployment.routing_solve import solve_routing
     from planner.solver import SolveStatus
 
-    _check(solver, time_limit)
+    _check(solver, time_limit, threads)
     problem = load_routing_instance(instance)
     result = solve_routing(problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed)
     if not _emit(instance, problem.name, result, json_out, output, force):
@@ -223,7 +225,7 @@ def compare_routing_cmd(
     from planner.deployment.routing_solve import compare_routing
     from planner.solver import SolveStatus
 
-    _check(solver, time_limit)
+    _check(solver, time_limit, threads)
     problem = load_routing_instance(instance)
     routers, exact = compare_routing(problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed)
     optimum = exact.objective if exact.proven_optimal else None

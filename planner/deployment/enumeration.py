@@ -70,7 +70,7 @@ class EnumerationSolution:
         return {
             "method": self.method,
             "best": {"degrees": dict(zip(self.groups, degrees)), "tokens_per_s": tput},
-            "combinations": self.combinations,
+            "combinations": combinations_text(self.combinations, EXACT_JSON_COMBINATIONS),
             "ranked": [{"degrees": dict(zip(self.groups, d)), "tokens_per_s": t} for d, t in self.ranked],
             "estimates": [e.to_dict() for e in self.estimates],
             "notes": list(self.notes),
@@ -125,6 +125,15 @@ def degree_estimates(problem: ClusterProblem) -> dict[str, list[DegreeEstimate]]
     return table
 
 
+def combinations_text(combos: int, exact_below: int = 10**12) -> int | str:
+    """The count itself, or ``about 10^N`` from ``exact_below`` on (str() and JSON of a 4,300+ digit int fail)."""
+    return combos if combos < exact_below else f"about 10^{int(math.log10(combos))}"
+
+
+#: JSON keeps the exact count up to here (Python refuses str() of ints with more than 4,300 digits).
+EXACT_JSON_COMBINATIONS = 10**4000
+
+
 def enumerate_cluster(problem: ClusterProblem) -> tuple[EnumerationSolution, float]:
     """Every combination of feasible per-group degrees, ranked by cluster tokens/s; (solution, seconds)."""
     start = time.perf_counter()
@@ -147,7 +156,7 @@ def enumerate_cluster(problem: ClusterProblem) -> tuple[EnumerationSolution, flo
         # Additive objective: the best combination is the per-group best; the table is not enumerated.
         best = tuple(c[int(np.argmax(v))] for c, v in zip(choices, values))
         ranked = ((best, float(sum(v.max() for v in values))),)
-        count = str(combos) if combos < 10**12 else f"about 10^{len(str(combos)) - 1}"
+        count = combinations_text(combos)
         notes.append(f"{count} combinations: only the best (per-group maximum, exact by additivity) is listed")
     else:
         totals = values[0]
@@ -185,4 +194,5 @@ def enumeration_result(problem: ClusterProblem, solution: EnumerationSolution | 
         messages.append(f"enumeration tokens/s {best:.9g} differs from the validator's {report.objective:.9g}")
     return Result("deployment", "enumeration", "enumeration", status, best, best, seconds, solution,
                   bound_source="exhaustive enumeration", message="; ".join(messages), validation=report,
-                  stats={"combinations": solution.combinations, "estimator": problem.estimator})
+                  stats={"combinations": combinations_text(solution.combinations, EXACT_JSON_COMBINATIONS),
+                         "estimator": problem.estimator})

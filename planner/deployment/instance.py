@@ -9,18 +9,35 @@ Three kinds, told apart by their keys (see instances/deployment/README.md):
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from planner.catalog import find_gpu, find_model, gpu_names, model_names
-from planner.core.io import read_csv_table, read_yaml_mapping, resolve_relative, validate_model
+from planner.core.io import (
+    MAX_REQUEST_TOKENS,
+    check_unique,
+    read_csv_table,
+    read_yaml_mapping,
+    resolve_relative,
+    validate_model,
+    yaml_number_hint,
+)
 from planner.core.types import GPUSpec, LLMSpec
 from planner.deployment.memory import check_degrees, divisors, kv_size_bytes
 from planner.deployment.problem import (
-    ClusterProblem, CostPlanProblem, GPUInventory, InstanceOption, MachineGroup, MemoryOptions, ModelDemand,
-    RoutingProblem, ServingInstance, model_key,
+    ClusterProblem,
+    CostPlanProblem,
+    GPUInventory,
+    InstanceOption,
+    MachineGroup,
+    MemoryOptions,
+    ModelDemand,
+    RoutingProblem,
+    ServingInstance,
+    model_key,
 )
 from planner.deployment.throughput import continuous_capacity, find_aladdin_model, find_hetero_model
 from planner.errors import InputError, PlannerError
@@ -43,36 +60,131 @@ def _gpu(path: Path, field: str, name: Any) -> GPUSpec:
     return spec
 
 
-def _list(path: Path, data: dict, key: str) -> list[dict]:
+#: Size caps (one clear line instead of a hang or MemoryError); each named in its one-line error.
+MAX_GPUS_PER_MACHINE = 1024
+MAX_MACHINES = 100_000  # per machine group / inventory entry
+MAX_INDEPENDENT_MACHINES = 1_000  # machines in all with independent_machines: true (one group, one table row each)
+MAX_SAMPLES = 100_000
+MAX_ROUTING_REQUESTS = 1_000_000
+MAX_ROUTING_INSTANCES = 10_000
+MAX_ROUTING_PAIRS = 2_000_000  # requests x instances (the processing-time matrix and the MILP columns)
+MAX_TOKENS = MAX_REQUEST_TOKENS  # max_input / max_output
+MAX_RATE = 1e9  # requests/s of one demand
+MAX_PRICE = 1e6  # $ per GPU-hour
+MAX_SLO_S = 1e6  # seconds (ttft_s, atgt_s)
+MAX_MEAN_TOKENS = float(MAX_REQUEST_TOKENS)
+MAX_WEIGHT = 1e12  # wrr_weight
+MAX_THETA = 1e6
+MAX_SEED = 2**63 - 1
+
+_CLUSTER_KEYS = ("family", "name", "model", "machines", "independent_machines", "estimator", "workload", "samples",
+                 "seed", "samples_csv", "max_input", "max_output", "memory_utilization", "engine_overhead_gb",
+                 "max_batch", "slo", "models_dir")
+_MACHINE_KEYS = ("name", "gpu", "gpus", "count", "tensor_parallel")
+_SLO_KEYS = ("ttft_s", "atgt_s")
+_COST_KEYS = ("family", "name", "inventory", "demands", "degrees", "capacities", "memory_utilization",
+              "engine_overhead_gb", "max_batch", "models_dir")
+_INVENTORY_KEYS = ("gpu", "machines", "gpus_per_machine", "price_per_gpu_hour")
+_DEMAND_KEYS = ("model", "rate", "workload", "mean_input", "mean_output", "ttft_s", "atgt_s")
+_CAPACITY_KEYS = ("model", "gpu", "tensor_parallel", "requests_per_s")
+_ROUTING_KEYS = ("family", "name", "model", "instances", "requests", "requests_csv", "theta", "memory_utilization",
+                 "engine_overhead_gb", "max_batch", "models_dir")
+_INSTANCE_KEYS = ("name", "gpu", "tensor_parallel", "count", "wrr_weight")
+_REQUEST_KEYS = ("workload", "count", "seed")
+
+
+def _known(path: Path, prefix: str, item: dict, allowed: tuple[str, ...]) -> None:
+    """An unknown (misspelt) key is one line, never silently ignored."""
+    for key in item:
+        if key not in allowed:
+            raise InputError(path, f"{prefix}{key}", "unknown field (check the spelling)")
+
+
+def _list(path: Path, data: dict, key: str, allowed: tuple[str, ...] | None = None) -> list[dict]:
     items = data.get(key)
     if not isinstance(items, list) or not items or not all(isinstance(x, dict) for x in items):
         raise InputError(path, key, "required: a non-empty list of mappings")
+    if allowed is not None:
+        for k, item in enumerate(items):
+            _known(path, f"{key}[{k}].", item, allowed)
     return items
 
 
-def _positive_int(path: Path, field: str, value: Any, *, allow_zero: bool = False) -> int:
+def _positive_int(path: Path, field: str, value: Any, *, allow_zero: bool = False, maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < (0 if allow_zero else 1):
         raise InputError(path, field, f"must be a {'non-negative' if allow_zero else 'positive'} integer, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise InputError(path, field, f"must be at most {maximum:,}, got {value:,}")
     return value
 
 
+def _seed(path: Path, field: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SEED:
+        raise InputError(path, field, f"must be a non-negative integer, got {value!r}")
+    return value
+
+
+def _number(path: Path, field: str, value: Any, *, maximum: float, allow_zero: bool = False) -> float:
+    """A finite number in (0, maximum] (or [0, maximum]); booleans and text refused."""
+    if isinstance(value, bool):
+        raise InputError(path, field, f"expected a number, got {str(value).lower()}")
+    if not isinstance(value, (int, float)):
+        raise InputError(path, field, f"expected a number, got {value!r} {yaml_number_hint(value)}".rstrip())
+    kind = "non-negative" if allow_zero else "positive"
+    if isinstance(value, float) and not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        raise InputError(path, field, f"must be a finite {kind} number, got {value!r}")
+    if value > maximum:
+        raise InputError(path, field, f"must be at most {maximum:g}, got {value:g}")
+    return float(value)
+
+
+def _optional_number(path: Path, data: dict, key: str, field: str, maximum: float, **kw: Any) -> None:
+    if key in data and data[key] is not None:
+        _number(path, field, data[key], maximum=maximum, **kw)
+
+
+def _text_path(path: Path, field: str, value: Any) -> Path:
+    if not isinstance(value, str) or not value.strip():
+        raise InputError(path, field, f"must be a path (text), got {value!r}")
+    return resolve_relative(path, value)
+
+
+def _bool(path: Path, field: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise InputError(path, field, f"must be true or false, got {value!r}")
+    return value
+
+
+def _unique(path: Path, field: str, names: list[str], kind: str) -> None:
+    try:
+        check_unique(names, kind, field)
+    except ValueError as exc:
+        raise InputError(path, field, str(exc)) from None
+
+
 def _models_dir(path: Path, data: dict) -> Path | None:
-    return resolve_relative(path, data["models_dir"]) if data.get("models_dir") else None
+    return _text_path(path, "models_dir", data["models_dir"]) if data.get("models_dir") is not None else None
 
 
 def _memory(path: Path, data: dict) -> MemoryOptions:
     keys = ("memory_utilization", "engine_overhead_gb", "max_batch")
+    _optional_number(path, data, "memory_utilization", "memory_utilization", 1.0)
+    _optional_number(path, data, "engine_overhead_gb", "engine_overhead_gb", 1e5, allow_zero=True)
+    if "max_batch" in data:
+        _positive_int(path, "max_batch", data["max_batch"], maximum=1_000_000)
     return validate_model(MemoryOptions, {k: data[k] for k in keys if k in data}, path)
 
 
 def _samples(path: Path, data: dict, model: LLMSpec) -> tuple[np.ndarray, np.ndarray]:
     """(inputs, outputs) from ``samples_csv`` (input_tokens, output_tokens) or a workload distribution."""
-    if data.get("samples_csv"):
-        csv = resolve_relative(path, data["samples_csv"])
+    if data.get("samples_csv") is not None:
+        csv = _text_path(path, "samples_csv", data["samples_csv"])
         table = read_csv_table(csv, {"input_tokens": int, "output_tokens": int})
+        if len(table) > MAX_SAMPLES:
+            raise InputError(csv, "", f"at most {MAX_SAMPLES:,} sample rows, got {len(table):,}")
         return table["input_tokens"].to_numpy(), table["output_tokens"].to_numpy()
-    count = _positive_int(path, "samples", data.get("samples", 200))
-    seed = data.get("seed", 0)
+    count = _positive_int(path, "samples", data.get("samples", 200), maximum=MAX_SAMPLES)
+    seed = _seed(path, "seed", data.get("seed", 0))
     try:
         dist = find_distribution(str(data.get("workload", "sharegpt")))
     except PlannerError as exc:
@@ -83,21 +195,23 @@ def _samples(path: Path, data: dict, model: LLMSpec) -> tuple[np.ndarray, np.nda
 def _max_lengths(path: Path, data: dict, model: LLMSpec) -> tuple[int, int]:
     """Eq. 2's I_max, O_max: given, else [R] split the model context (only the sum matters)."""
     total = model.max_context_tokens
-    max_in = _positive_int(path, "max_input", data.get("max_input", total // 2))
-    max_out = _positive_int(path, "max_output", data.get("max_output", total - total // 2))
+    max_in = _positive_int(path, "max_input", data.get("max_input", total // 2), maximum=MAX_TOKENS)
+    max_out = _positive_int(path, "max_output", data.get("max_output", total - total // 2), maximum=MAX_TOKENS)
     return max_in, max_out
 
 
 def load_cluster_problem(path: Path, data: dict) -> ClusterProblem:
+    _known(path, "", data, _CLUSTER_KEYS)
     model = _model(path, "model", data.get("model"))
-    groups = []
-    for k, item in enumerate(_list(path, data, "machines")):
+    independent = _bool(path, "independent_machines", data.get("independent_machines", False))
+    groups, names = [], []
+    for k, item in enumerate(_list(path, data, "machines", _MACHINE_KEYS)):
         field = f"machines[{k}]"
         gpus = item.get("gpus")
         if gpus == 0:
             raise InputError(path, f"{field}.gpus", "a machine with 0 GPUs cannot run an instance")
-        gpus = _positive_int(path, f"{field}.gpus", gpus)
-        count = _positive_int(path, f"{field}.count", item.get("count", 1))
+        gpus = _positive_int(path, f"{field}.gpus", gpus, maximum=MAX_GPUS_PER_MACHINE)
+        count = _positive_int(path, f"{field}.count", item.get("count", 1), maximum=MAX_MACHINES)
         tp = item.get("tensor_parallel")
         if tp is not None:
             tp = _positive_int(path, f"{field}.tensor_parallel", tp)
@@ -106,22 +220,36 @@ def load_cluster_problem(path: Path, data: dict) -> ClusterProblem:
                                  f"TP degree {tp} does not divide the machine's {gpus} GPUs (choose from {divisors(gpus)})")
         gpu = _gpu(path, f"{field}.gpu", item.get("gpu"))
         name = str(item.get("name", f"group{k}"))
-        if data.get("independent_machines", False):  # asked otherwise: every machine picks its own degree
+        names.append(name)
+        if independent:  # asked otherwise: every machine picks its own degree
             groups += [MachineGroup(name=f"{name}#{c}", gpu=gpu, gpus_per_machine=gpus, count=1, tensor_parallel=tp)
                        for c in range(count)]
         else:  # machines of one type share a choice (the paper's setting)
             groups.append(MachineGroup(name=name, gpu=gpu, gpus_per_machine=gpus, count=count, tensor_parallel=tp))
+    _unique(path, "machines", names, "group name")
+    if independent and len(groups) > MAX_INDEPENDENT_MACHINES:
+        raise InputError(path, "independent_machines", f"at most {MAX_INDEPENDENT_MACHINES:,} machines in all when "
+                         f"each chooses its own degree, got {len(groups):,} (set it false to share a degree per group)")
     inputs, outputs = _samples(path, data, model)
     max_in, max_out = _max_lengths(path, data, model)
     estimator = data.get("estimator", "static")
     if estimator not in ("static", "continuous"):
         raise InputError(path, "estimator", f"must be static or continuous, got {estimator!r}")
-    slo = data.get("slo") or {}
+    slo = data.get("slo")
+    slo = {} if slo is None else slo
+    if not isinstance(slo, dict):
+        raise InputError(path, "slo", f"must be a mapping (ttft_s, atgt_s), got {slo!r}")
+    _known(path, "slo.", slo, _SLO_KEYS)
+    for key in _SLO_KEYS:
+        _optional_number(path, slo, key, f"slo.{key}", MAX_SLO_S)
     models_dir = _models_dir(path, data)
-    hetero, aladdin = {}, {}
+    hetero, aladdin, seen = {}, {}, set()
     for g in groups:
         for t in ([g.tensor_parallel] if g.tensor_parallel else divisors(g.gpus_per_machine)):
             key = model_key(g.gpu.name, t)
+            if key in seen:  # machines of one type share their cost models: read each file once
+                continue
+            seen.add(key)
             found_h = find_hetero_model(model.name, g.gpu.name, t, models_dir)
             if found_h is not None:
                 hetero[key] = found_h
@@ -137,6 +265,11 @@ def load_cluster_problem(path: Path, data: dict) -> ClusterProblem:
 
 def _demand(path: Path, k: int, item: dict) -> tuple[ModelDemand, str | None]:
     field = f"demands[{k}]"
+    _optional_number(path, item, "rate", f"{field}.rate", MAX_RATE)
+    for key in ("mean_input", "mean_output"):
+        _optional_number(path, item, key, f"{field}.{key}", MAX_MEAN_TOKENS)
+    for key in ("ttft_s", "atgt_s"):
+        _optional_number(path, item, key, f"{field}.{key}", MAX_SLO_S)
     payload = {key: item[key] for key in ("model", "rate", "mean_input", "mean_output", "ttft_s", "atgt_s") if key in item}
     if "workload" in item and ("mean_input" not in item or "mean_output" not in item):
         try:
@@ -149,25 +282,39 @@ def _demand(path: Path, k: int, item: dict) -> tuple[ModelDemand, str | None]:
 
 
 def load_cost_plan(path: Path, data: dict) -> CostPlanProblem:
+    _known(path, "", data, _COST_KEYS)
     inventory = []
-    for k, item in enumerate(_list(path, data, "inventory")):
+    for k, item in enumerate(_list(path, data, "inventory", _INVENTORY_KEYS)):
         field = f"inventory[{k}]"
         if item.get("gpus_per_machine") == 0:
             raise InputError(path, f"{field}.gpus_per_machine", "a machine with 0 GPUs cannot run an instance")
         if item.get("price_per_gpu_hour") is None:
             raise InputError(path, f"{field}.price_per_gpu_hour",
                              "required for a cost plan: the $ price of one GPU-hour of this type")
+        _positive_int(path, f"{field}.gpus_per_machine", item.get("gpus_per_machine"), maximum=MAX_GPUS_PER_MACHINE)
+        _positive_int(path, f"{field}.machines", item.get("machines"), maximum=MAX_MACHINES)
+        _number(path, f"{field}.price_per_gpu_hour", item["price_per_gpu_hour"], maximum=MAX_PRICE)
         gpu = _gpu(path, f"{field}.gpu", item.get("gpu"))
         inventory.append(validate_model(GPUInventory, {**{key: item[key] for key in
                                         ("machines", "gpus_per_machine", "price_per_gpu_hour") if key in item}, "gpu": gpu},
                                         path, field))
-    demands = [_demand(path, k, item)[0] for k, item in enumerate(_list(path, data, "demands"))]
+    demands = [_demand(path, k, item)[0] for k, item in enumerate(_list(path, data, "demands", _DEMAND_KEYS))]
+    _unique(path, "demands", [d.model for d in demands], "model")
     degrees = data.get("degrees")
+    if degrees is not None:
+        if not isinstance(degrees, list) or not degrees:
+            raise InputError(path, "degrees", f"must be a non-empty list of TP degrees, got {degrees!r}")
+        for k, t in enumerate(degrees):
+            _positive_int(path, f"degrees[{k}]", t, maximum=MAX_GPUS_PER_MACHINE)
+        if not any(inv.gpus_per_machine % t == 0 for t in degrees for inv in inventory):
+            t = degrees[0] if len(degrees) == 1 else f"none of {degrees}"
+            raise InputError(path, "degrees", f"{t} divides no machine's GPU count "
+                                 f"({', '.join(sorted({str(inv.gpus_per_machine) for inv in inventory}))})")
     options, skipped = [], []
     if data.get("capacities"):
         gpu_index = {inv.gpu.name: g for g, inv in enumerate(inventory)}
         model_index = {d.model: m for m, d in enumerate(demands)}
-        for k, item in enumerate(_list(path, data, "capacities")):
+        for k, item in enumerate(_list(path, data, "capacities", _CAPACITY_KEYS)):
             field = f"capacities[{k}]"
             gname = (find_gpu(str(item.get("gpu"))) or GPUSpec(name=str(item.get("gpu")), memory_gb=1)).name
             if gname not in gpu_index:
@@ -175,6 +322,7 @@ def load_cost_plan(path: Path, data: dict) -> CostPlanProblem:
             if item.get("model") not in model_index:
                 raise InputError(path, f"{field}.model", f"{item.get('model')!r} is not in demands")
             tp = _positive_int(path, f"{field}.tensor_parallel", item.get("tensor_parallel"))
+            _number(path, f"{field}.requests_per_s", item.get("requests_per_s"), maximum=MAX_RATE)
             if inventory[gpu_index[gname]].gpus_per_machine % tp:
                 raise InputError(path, f"{field}.tensor_parallel", f"TP degree {tp} does not divide the "
                                  f"{inventory[gpu_index[gname]].gpus_per_machine} GPUs of a {gname} machine")
@@ -221,15 +369,26 @@ def load_cost_plan(path: Path, data: dict) -> CostPlanProblem:
 
 def load_routing_problem(path: Path, data: dict | None = None) -> RoutingProblem:
     data = read_yaml_mapping(path) if data is None else data
+    _known(path, "", data, _ROUTING_KEYS)
     model = _model(path, "model", data.get("model"))
     memory = _memory(path, data)
     models_dir = _models_dir(path, data)
-    instances, weights = [], []
-    for k, item in enumerate(_list(path, data, "instances")):
+    if "theta" in data:
+        _number(path, "theta", data["theta"], maximum=MAX_THETA)
+    instances, weights, entry_names = [], [], []
+    total = 0
+    for k, item in enumerate(_list(path, data, "instances", _INSTANCE_KEYS)):
         field = f"instances[{k}]"
         gpu = _gpu(path, f"{field}.gpu", item.get("gpu"))
-        tp = _positive_int(path, f"{field}.tensor_parallel", item.get("tensor_parallel", 1))
-        count = _positive_int(path, f"{field}.count", item.get("count", 1))
+        tp = _positive_int(path, f"{field}.tensor_parallel", item.get("tensor_parallel", 1),
+                           maximum=MAX_GPUS_PER_MACHINE)
+        count = _positive_int(path, f"{field}.count", item.get("count", 1), maximum=MAX_ROUTING_INSTANCES)
+        total += count
+        if total > MAX_ROUTING_INSTANCES:
+            raise InputError(path, f"{field}.count", f"at most {MAX_ROUTING_INSTANCES:,} instances in all, "
+                             f"got {total:,} so far")
+        if "wrr_weight" in item:
+            _number(path, f"{field}.wrr_weight", item["wrr_weight"], maximum=MAX_WEIGHT)
         kv = kv_size_bytes(model, gpu, tp, memory.memory_utilization, memory.engine_overhead_gb)
         if kv <= 0:
             raise InputError(path, field, f"{model.name} does not fit on {tp} x {gpu.name} (KV size {kv / 1e9:.2f} GB)")
@@ -238,6 +397,8 @@ def load_routing_problem(path: Path, data: dict | None = None) -> RoutingProblem
             raise InputError(path, field, f"no p1..p8 model for {model.name} on {gpu.name} tp{tp} "
                                           "(fit one: planner fit --kind hetero)")
         name = str(item.get("name", f"{gpu.name}-tp{tp}"))
+        entry_names.append(name)
+        _unique(path, "instances", entry_names, "instance name")
         for c in range(count):
             instances.append(ServingInstance(name=f"{name}#{c}" if count > 1 else name, gpu=gpu.name,
                                              tensor_parallel=tp, kv_size_bytes=kv, cost=cost))
@@ -245,21 +406,31 @@ def load_routing_problem(path: Path, data: dict | None = None) -> RoutingProblem
                 weights.append(item["wrr_weight"])
     if weights and len(weights) != len(instances):
         raise InputError(path, "instances", "give wrr_weight on every instance entry or on none")
-    req = data.get("requests") or {}
-    if data.get("requests_csv"):
-        csv = resolve_relative(path, data["requests_csv"])
-        table = read_csv_table(csv, {"request_id": str, "input_tokens": int, "predicted_output_tokens": int})
+    _unique(path, "instances", [s.name for s in instances], "instance name")
+    req = data.get("requests")
+    req = {} if req is None else req
+    if data.get("requests_csv") is not None:
+        if "requests" in data:
+            raise InputError(path, "requests", "give requests or requests_csv, not both")
+        csv = _text_path(path, "requests_csv", data["requests_csv"])
+        table = read_csv_table(csv, {"request_id": str, "input_tokens": int, "predicted_output_tokens": int},
+                               maximum={"input_tokens": MAX_REQUEST_TOKENS,
+                                        "predicted_output_tokens": MAX_REQUEST_TOKENS})
+        _pairs(csv, "", len(table), len(instances))
         ids = tuple(table["request_id"])
         inputs, predicted = table["input_tokens"].to_numpy(), table["predicted_output_tokens"].to_numpy()
     else:
         if not isinstance(req, dict):
             raise InputError(path, "requests", "must be a mapping (workload, count, seed) or use requests_csv")
-        count = _positive_int(path, "requests.count", req.get("count", 100))
+        _known(path, "requests.", req, _REQUEST_KEYS)
+        count = _positive_int(path, "requests.count", req.get("count", 100), maximum=MAX_ROUTING_REQUESTS)
+        _pairs(path, "requests.count", count, len(instances))
+        seed = _seed(path, "requests.seed", req.get("seed", 0))
         try:
             dist = find_distribution(str(req.get("workload", "sharegpt")))
         except PlannerError as exc:
             raise InputError(path, "requests.workload", str(exc)) from None
-        rng = np.random.default_rng(req.get("seed", 0))
+        rng = np.random.default_rng(seed)
         inputs, outputs = dist.sample(count, rng, max_total_tokens=model.max_context_tokens)
         # §5.4 output predictor: numpy.random.normal(mean, std) of the sampled outputs (≥ 1, context-capped)
         predicted = np.clip(np.rint(rng.normal(outputs.mean(), outputs.std(), size=count)), 1,
@@ -275,6 +446,12 @@ def load_routing_problem(path: Path, data: dict | None = None) -> RoutingProblem
                    theta=data.get("theta", 2.0), max_batch=memory.max_batch,
                    wrr_weights=tuple(weights) if weights else None)
     return validate_model(RoutingProblem, payload, path)
+
+
+def _pairs(path: Path, field: str, requests: int, instances: int) -> None:
+    if requests * instances > MAX_ROUTING_PAIRS:
+        raise InputError(path, field, f"{requests:,} requests x {instances:,} instances = {requests * instances:,} "
+                         f"pairs, at most {MAX_ROUTING_PAIRS:,} (fewer requests or instances)")
 
 
 def load_deployment_instance(path: Path | str) -> ClusterProblem | CostPlanProblem:

@@ -20,6 +20,8 @@ fits nowhere is an input error caught when the problem is loaded.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from planner.deployment.problem import RoutingProblem
@@ -114,10 +116,12 @@ ROUTERS = {
 }
 
 
-def local_search(problem: RoutingProblem, assignment: np.ndarray, max_rounds: int = 300) -> np.ndarray:
+def local_search(problem: RoutingProblem, assignment: np.ndarray, max_rounds: int = 300,
+                 deadline: float | None = None) -> np.ndarray:
     """Improve a routing by moves and swaps off the most loaded instance while the makespan drops.
 
     Used as the MILP's warm start (a near-optimal incumbent lets the solver stop once the bound meets it).
+    Stops early (keeping the routing found so far) once ``time.perf_counter()`` passes ``deadline``.
     """
     p, fits = problem.processing_times, problem.fits
     assign = assignment.copy()
@@ -125,21 +129,32 @@ def local_search(problem: RoutingProblem, assignment: np.ndarray, max_rounds: in
     loads = np.zeros(S)
     np.add.at(loads, assign, p[np.arange(len(assign)), assign])
     for _ in range(max_rounds):
+        if deadline is not None and time.perf_counter() > deadline:
+            break
         top = int(np.argmax(loads))
         cmax = loads[top]
         mine = np.flatnonzero(assign == top)
         best_gain, best_move = 1e-12, None
-        for r in mine:  # move r from top to s
-            new_s = loads + p[r]
-            new_s[~fits[r]] = np.inf
-            new_s[top] = np.inf
-            s = int(np.argmin(new_s))
-            others = np.max(np.delete(loads, [top, s])) if S > 2 else 0.0
-            new_max = max(loads[top] - p[r, top], new_s[s], others)
-            if cmax - new_max > best_gain:
-                best_gain, best_move = cmax - new_max, ("move", r, s, None)
+        if mine.size and S > 1:  # move r from top to s (all r at once; first best r wins, as one by one)
+            new_s = loads[None, :] + p[mine]
+            new_s[~fits[mine]] = np.inf
+            new_s[:, top] = np.inf
+            dest = np.argmin(new_s, axis=1)
+            rest = loads.copy()
+            rest[top] = -np.inf
+            order = np.argsort(-rest, kind="stable")
+            first, second = rest[order[0]], (rest[order[1]] if S > 2 else -np.inf)
+            others = np.where(dest == order[0], second, first) if S > 2 else np.zeros(len(mine))
+            others = np.maximum(others, 0.0) if S > 2 else others
+            new_max = np.maximum(np.maximum(loads[top] - p[mine, top], new_s[np.arange(len(mine)), dest]), others)
+            gains = cmax - new_max
+            k = int(np.argmax(gains))
+            if gains[k] > best_gain:
+                best_gain, best_move = gains[k], ("move", int(mine[k]), int(dest[k]), None)
         if best_move is None:  # swaps: r on top with q on s
             for r in mine:
+                if deadline is not None and time.perf_counter() > deadline:
+                    break
                 for s in range(S):
                     if s == top or not fits[r, s]:
                         continue

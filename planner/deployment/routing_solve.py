@@ -34,12 +34,19 @@ def run_router(problem: RoutingProblem, method: str) -> Result[RoutingSolution]:
 def solve_routing(problem: RoutingProblem, *, solver: str = "highs", time_limit: float | None = None,
                   threads: int | None = None, seed: int = 0, warm_start: RoutingSolution | None = None,
                   mip_rel_gap: float = MIP_REL_GAP) -> Result[RoutingSolution]:
-    """The makespan MILP, warm-started from the mapper's routing (or ``warm_start``)."""
+    """The makespan MILP, warm-started from the mapper's routing (or ``warm_start``).
+
+    ``time_limit`` covers the whole call: the warm start's local search gets at most a third of it and the
+    MILP what is left (at least a tenth), so a 5 s limit is not a 30 s wait.
+    """
     build_start = time.perf_counter()
     model, x, (req, inst) = build_routing_model(problem)
     build = time.perf_counter() - build_start
     start_sol = warm_start or ROUTERS["mapper"](problem)
-    assign = local_search(problem, start_sol.as_array())
+    deadline = None if time_limit is None else build_start + time_limit / 3
+    assign = local_search(problem, start_sol.as_array(), deadline=deadline)
+    if time_limit is not None:
+        time_limit = max(time_limit - (time.perf_counter() - build_start), time_limit / 10)
     x0 = np.zeros(model.num_cols)
     chosen = assign[req] == inst
     x0[x.columns[chosen]] = 1.0
@@ -71,7 +78,10 @@ def solve_routing(problem: RoutingProblem, *, solver: str = "highs", time_limit:
 def compare_routing(problem: RoutingProblem, *, solver: str = "highs", time_limit: float | None = None,
                     threads: int | None = None, seed: int = 0) -> tuple[list[Result], Result]:
     """Every router, then the MILP warm-started from the best router."""
+    start = time.perf_counter()
     routers = [run_router(problem, m) for m in ROUTERS]
+    if time_limit is not None:  # the limit covers the routers too (at least a tenth is left for the MILP)
+        time_limit = max(time_limit - (time.perf_counter() - start), time_limit / 10)
     valid = [r for r in routers if r.objective is not None and r.validation and r.validation.feasible]
     best = min(valid, key=lambda r: r.objective).solution if valid else None
     exact = solve_routing(problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed, warm_start=best)

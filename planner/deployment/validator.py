@@ -78,7 +78,8 @@ def _request_time(inst, inputs: int, outputs: int, kv_per_token: float, max_batc
     b = max(1, min(max_batch, math.floor(inst.kv_size_bytes / (kv_per_token * (inputs + outputs)))))
     c = inst.cost
     prefill = c.p1 * b * inputs + c.p2 * b + c.p3 * inputs + c.p4
-    decode = sum(c.p5 * b * (inputs + k) + c.p6 * b + c.p7 * (inputs + k) + c.p8 for k in range(1, outputs + 1))
+    k = np.arange(1, outputs + 1, dtype=float)  # every decode step, summed (vectorised: no Python loop per token)
+    decode = float(np.sum(c.p5 * b * (inputs + k) + c.p6 * b + c.p7 * (inputs + k) + c.p8))
     return (prefill + decode) * c.seconds_per_unit / b
 
 
