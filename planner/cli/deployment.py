@@ -183,7 +183,7 @@ def plan_cost_cmd(
 def solve_routing_cmd(
     instance: Path = typer.Argument(..., help="routing batch YAML"),
     solver: SolverOption = "highs",
-    time_limit: float = typer.Option(60.0, "--time-limit", help="seconds for the MILP (incumbent and bound when hit)"),
+    time_limit: float = typer.Option(60.0, "--time-limit", help="seconds for the whole solve: warm-start search (at most a third) and MILP; incumbent and bound when hit"),
     threads: ThreadsOption = None,
     seed: SeedOption = 0,
     json_out: JsonOption = False,
@@ -213,7 +213,7 @@ def solve_routing_cmd(
 def compare_routing_cmd(
     instance: Path = typer.Argument(..., help="routing batch YAML"),
     solver: SolverOption = "highs",
-    time_limit: float = typer.Option(60.0, "--time-limit", help="seconds for the MILP"),
+    time_limit: float = typer.Option(60.0, "--time-limit", help="seconds for the whole exact solve (warm-start search and MILP)"),
     threads: ThreadsOption = None,
     seed: SeedOption = 0,
     json_out: JsonOption = False,
