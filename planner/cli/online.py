@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from planner.cli.common import ForceOption, JsonOption, SeedOption, SolveProgress, out, to_json, write_output
-from planner.cli.placement import make_options, make_slos, resolve_serving
+from planner.cli.placement import check_positive, make_options, make_slos, resolve_serving
 from planner.errors import PlannerError
 
 if TYPE_CHECKING:
@@ -20,6 +20,23 @@ if TYPE_CHECKING:
 METHODS = ("best_fit", "first_fit_decreasing", "jsq", "power_of_two", "round_robin", "mip")
 #: ``planner.workloads.lengths.TRACE_FORMATS`` (same check).
 TRACE_FORMATS = ("sharegpt", "azure", "mooncake")
+#: Upper bounds on a replay's size: simulated requests (rate × duration) and heartbeats (duration / heartbeat).
+MAX_REQUESTS = 1_000_000
+MAX_HEARTBEATS = 1_000_000
+
+
+def _check_size(rate: float | None, duration: float, heartbeat: float, rate_option: str = "--rate") -> None:
+    """Positive finite --rate / --duration / --heartbeat and a bounded replay, each one line naming the option."""
+    if rate is not None:
+        check_positive(rate_option, rate)
+    check_positive("--duration", duration)
+    check_positive("--heartbeat", heartbeat)
+    if rate is not None and rate * duration > MAX_REQUESTS:
+        raise PlannerError(f"{rate_option} × --duration: {rate:g} req/s over {duration:g} s is about "
+                           f"{rate * duration:.3g} requests; at most {MAX_REQUESTS:,} can be simulated")
+    if duration / heartbeat > MAX_HEARTBEATS:
+        raise PlannerError(f"--duration / --heartbeat: {duration:g} s at {heartbeat:g} s per heartbeat is "
+                           f"{duration / heartbeat:.3g} heartbeats; at most {MAX_HEARTBEATS:,} can be simulated")
 
 
 def _check_method(method: str) -> None:
@@ -80,21 +97,21 @@ def replay_cmd(
     _check_method(method)
     if (trace is None) == (rate is None):
         raise PlannerError("give exactly one of --trace or --rate")
-    if duration <= 0 or heartbeat <= 0:
-        raise PlannerError("--duration and --heartbeat must be positive")
+    _check_size(rate, duration, heartbeat)
+    if trace is not None and trace.is_dir():
+        raise PlannerError(f"{trace}: is a directory, expected a trace file")
     llm, gpu_spec, _, cost = resolve_serving(model, gpu, tensor_parallel, cost_model)
+    slos = make_slos(ttft, atgt, cost)
     dist = find_distribution(workload)
     if trace is not None:
         requests = _trace_workload(trace, fmt, duration, dist, llm.max_context_tokens)
     else:
-        if rate <= 0:
-            raise PlannerError(f"--rate must be positive, got {rate}")
         requests = poisson_workload(dist, rate=rate, duration_s=duration, seed=seed, max_total_tokens=llm.max_context_tokens)
     with SolveProgress() as progress:
         progress.phase(f"replaying {len(requests)} requests")
         result = replay(
             requests, model=llm, worker=WorkerConfig(gpu=gpu_spec, tensor_parallel=tensor_parallel), cost=cost,
-            slos=make_slos(ttft, atgt), options=make_options(mode, strictness, kv_headroom), heartbeat_s=heartbeat,
+            slos=slos, options=make_options(mode, strictness, kv_headroom), heartbeat_s=heartbeat,
             method=method, rebalance=rebalance, predictor=dist, seed=seed,
         )
     if output is not None:
@@ -141,17 +158,24 @@ def scaling_cmd(
         rate_list = sorted(float(r) for r in rates.split(","))
     except ValueError:
         raise PlannerError(f"--rates must be comma-separated numbers, got {rates!r}") from None
-    if not rate_list or min(rate_list) <= 0:
+    if not rate_list:
         raise PlannerError("--rates must be positive")
+    for r in rate_list:
+        if not (r > 0 and r < float("inf")):
+            raise PlannerError(f"--rates must be positive finite numbers, got {r}")
+    _check_size(max(rate_list), duration, heartbeat, "--rates")
+    if not warmup >= 0:
+        raise PlannerError(f"--warmup must be a non-negative number, got {warmup}")
     if warmup >= duration:
         raise PlannerError(f"--warmup ({warmup}) must be shorter than --duration ({duration})")
     llm, gpu_spec, _, cost = resolve_serving(model, gpu, tensor_parallel, cost_model)
+    slos = make_slos(ttft, atgt, cost)
     dist = find_distribution(workload)
     with SolveProgress() as progress:
         progress.phase(f"replaying {len(rate_list)} rates")
         fit = workers_vs_rate(
             rate_list, dist=dist, model=llm, worker=WorkerConfig(gpu=gpu_spec, tensor_parallel=tensor_parallel),
-            cost=cost, slos=make_slos(ttft, atgt), options=make_options(mode, strictness, kv_headroom),
+            cost=cost, slos=slos, options=make_options(mode, strictness, kv_headroom),
             heartbeat_s=heartbeat, duration_s=duration, warmup_s=warmup, seed=seed, method=method,
         )
     if json_out:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,7 @@ from planner.cli.common import (
     SolveProgress,
     SolverOption,
     ThreadsOption,
+    check_run_options,
     TimeLimitOption,
     err,
     fmt,
@@ -94,8 +96,7 @@ def solve_placement_cmd(
     from planner.solver import SolveStatus, check_solver_name
 
     check_solver_name(solver)
-    if time_limit is not None and time_limit <= 0:
-        raise PlannerError(f"--time-limit must be positive, got {time_limit}")
+    check_run_options(time_limit, threads)
     problem = load_placement_instance(instance)
     with SolveProgress(enabled=not verbose, unit=" workers") as progress:
         result = solve_placement(
@@ -132,6 +133,7 @@ def compare_placement_cmd(
     from planner.solver import check_solver_name
 
     check_solver_name(solver)
+    check_run_options(time_limit, threads)
     problem = load_placement_instance(instance)
     with SolveProgress(unit=" workers") as progress:
         heuristics, mip = compare_placement(
@@ -215,16 +217,20 @@ def generate_placement_cmd(
 
     if requests < 0 or ongoing < 0 or requests + ongoing == 0:
         raise PlannerError("--requests and --ongoing must be ≥ 0 and not both 0")
+    for option, value in (("--requests", requests), ("--ongoing", ongoing)):
+        if value > MAX_GENERATED_REQUESTS:
+            raise PlannerError(f"{option} must be at most {MAX_GENERATED_REQUESTS:,}, got {value}")
     check_mode(mode)
     llm, gpu_spec, cost_model, cost = resolve_serving(model, gpu, tensor_parallel, cost_model)
     for path in (output, output.with_suffix(".csv")):
+        check_output_file(path)
         if path.exists() and not force:
             raise PlannerError(f"{path}: already exists; pass --force to overwrite it")
     dist = find_distribution(workload)
     problem = generate_placement_problem(
         name=name or output.stem, dist=dist, model=llm,
         worker=WorkerConfig(gpu=gpu_spec, tensor_parallel=tensor_parallel), cost=cost,
-        slos=make_slos(ttft, atgt),
+        slos=make_slos(ttft, atgt, cost),
         options=make_options(mode, strictness, kv_headroom),
         new_requests=requests, ongoing_requests=ongoing, seed=seed,
     )
@@ -304,12 +310,34 @@ def make_options(mode: str, strictness: float, kv_headroom: float) -> PlacementO
     return PlacementOptions(mode=mode, strictness=strictness, kv_headroom=kv_headroom)  # type: ignore[arg-type]
 
 
-def make_slos(ttft: float, atgt: float) -> SLOSet:
+def make_slos(ttft: float, atgt: float, cost=None) -> SLOSet:
+    """The one-class SLO set of --ttft / --atgt; with ``cost``, --atgt must clear the un-batched decode time."""
     from planner.core.types import SLOClass, SLOSet
 
-    if ttft <= 0 or atgt <= 0:
-        raise PlannerError(f"SLOs must be positive (--ttft {ttft}, --atgt {atgt})")
+    check_positive("--ttft", ttft)
+    check_positive("--atgt", atgt)
+    if cost is not None:
+        check_atgt(atgt, cost)
     return SLOSet(classes={"default": SLOClass(ttft_s=ttft, atgt_s=atgt)})
+
+
+def check_positive(option: str, value: float) -> None:
+    """One line unless ``value`` is a positive finite number (NaN-safe)."""
+    if not (value > 0 and math.isfinite(value)):
+        raise PlannerError(f"{option} must be a positive number, got {value}")
+
+
+def check_atgt(atgt: float, cost) -> None:
+    """The placement problem's own check, as one line naming --atgt."""
+    floor = cost.decode_base_s + cost.decode_s_per_request
+    if atgt <= floor:
+        raise PlannerError(f"--atgt: {atgt} s is not above the un-batched decode iteration time {floor:.4f} s "
+                           "of the cost model; no batch can meet it")
+
+
+def check_output_file(path: Path) -> None:
+    if path.is_dir():
+        raise PlannerError(f"{path}: is a directory, expected a file name")
 
 
 def check_mode(mode: str) -> None:
@@ -352,6 +380,9 @@ def resolve_serving(model: str, gpu: str, tensor_parallel: int, cost_model: Path
         raise PlannerError(f"{cost_model}: fitted for TP {cost.tensor_parallel}, not {tensor_parallel}")
     return llm, gpu_spec, cost_model, cost
 
+
+#: Largest --requests / --ongoing of `planner generate placement` (larger ones exhaust memory).
+MAX_GENERATED_REQUESTS = 1_000_000
 
 # Aladdin Table 2 decode SLOs on A100 [P] (FORMULATIONS.md §1.6).
 ALADDIN_ATGT_SLO = {"Llama-2-70B": 0.075, "Llama-2-13B": 0.030, "Llama-2-7B": 0.015}

@@ -202,6 +202,8 @@ def generate_priority_cmd(
 
     if b_max < 1:
         raise PlannerError(f"--b-max must be at least 1, got {b_max}")
+    if output.is_dir():
+        raise PlannerError(f"{output}: is a directory, expected a file name")
     problem = generate_priority_problem(jobs, b_max, seed, name=name or output.stem, slo_spread=slo_spread,
                                         token_capacity=token_capacity)
     ref = os.path.relpath(default_models_dir() / TABLE2_MODEL, output.resolve().parent)

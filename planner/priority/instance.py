@@ -68,12 +68,14 @@ def load_priority_instance(path: Path | str, b_max: int | None = None) -> Priori
     if cost is not None:
         if not isinstance(cost, str):
             raise InputError(path, "cost_model", "must be a path to a bilinear cost-model YAML file")
+        cost_path = resolve_relative(path, cost)
         try:
-            loaded = load_cost_model(resolve_relative(path, cost))
+            loaded = load_cost_model(cost_path)
         except PlannerError as exc:
             raise InputError(path, "cost_model", str(exc)) from None
         if not isinstance(loaded, BilinearCostModel):
             raise InputError(path, "cost_model", f"needs a bilinear model (Eqs. 14–16), got kind {loaded.kind!r}")
+        check_bilinear_coefficients(cost_path, loaded)
         model = loaded
     capacity = data.get("token_capacity")
     memory = data.get("memory")
@@ -102,6 +104,38 @@ def load_priority_instance(path: Path | str, b_max: int | None = None) -> Priori
     except ValidationError as exc:
         field, problem = describe_validation_error(exc)
         raise InputError(path, field, problem) from None
+
+
+def check_bilinear_coefficients(path: Path | str, model: BilinearCostModel) -> None:
+    """Finite, non-boolean coefficients of moderate size, not all 0 in a phase: else one line naming the phase.
+
+    The raw YAML is re-read because loading turns ``true`` into 1.0; an all-zero phase makes every latency 0
+    (and the objective G divides by the total latency).
+    """
+    import math
+
+    try:
+        raw = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError):
+        raw = None
+    for phase in ("prefill", "decode"):
+        values = raw.get(phase) if isinstance(raw, dict) else None
+        if isinstance(values, dict):
+            for key, value in values.items():
+                if isinstance(value, bool):
+                    raise InputError(path, f"{phase}.{key}", "expected a number, got a boolean")
+        coefficients = getattr(model, phase)
+        numbers = {key: float(getattr(coefficients, key)) for key in ("alpha", "beta", "gamma", "delta")}
+        for key, value in numbers.items():
+            if not math.isfinite(value) or abs(value) > MAX_COEFFICIENT:
+                raise InputError(path, f"{phase}.{key}", f"must be a finite number of at most {MAX_COEFFICIENT:g}, got {value}")
+        if all(value == 0 for value in numbers.values()):
+            raise InputError(path, phase, "all coefficients are 0 (every latency would be 0)")
+
+
+#: Largest bilinear coefficient accepted (ms or s per token / request): far above any fitted model, far below
+#: the float range, so that latency sums over many jobs and tokens stay finite.
+MAX_COEFFICIENT = 1e9
 
 
 def describe_validation_error(exc: ValidationError) -> tuple[str, str]:
@@ -155,6 +189,8 @@ def problem_to_yaml(problem: PriorityProblem, cost_model_ref: str | None) -> str
 
 def save_priority_instance(problem: PriorityProblem, path: Path | str, cost_model_ref: str | None, force: bool = False) -> Path:
     path = Path(path)
+    if path.is_dir():
+        raise PlannerError(f"{path}: is a directory, expected a file name")
     if path.exists() and not force:
         raise PlannerError(f"{path}: already exists; pass --force to overwrite it")
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -223,7 +223,14 @@ def read_trace_lengths(path: Path | str, fmt: str) -> tuple[np.ndarray, np.ndarr
         row = int(np.flatnonzero(ts.isna().to_numpy())[0]) + 1
         raise InputError(path, f"row {row}, column TIMESTAMP", f"not a timestamp: {df.TIMESTAMP.iloc[row - 1]!r}")
     arrival = (ts - ts.iloc[0]).dt.total_seconds().to_numpy()
-    return df[tokens[0]].to_numpy(), df[tokens[1]].to_numpy(), arrival
+    return _in_time_order(df[tokens[0]].to_numpy(), df[tokens[1]].to_numpy(), arrival)
+
+
+def _in_time_order(inputs: np.ndarray, outputs: np.ndarray, arrival: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows sorted by arrival (stable, so ties keep file order), arrivals counted from the earliest request."""
+    order = np.argsort(arrival, kind="stable")
+    arrival = arrival[order]
+    return inputs[order], outputs[order], arrival - arrival[0]
 
 
 def _read_mooncake(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -235,6 +242,8 @@ def _read_mooncake(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             rows.append(json.loads(line))
         except json.JSONDecodeError as exc:
             raise InputError(path, f"line {k}", f"not valid JSON ({exc.msg})") from None
+        if not isinstance(rows[-1], dict):
+            raise InputError(path, f"line {k}", "expected a JSON object")
         for key in ("timestamp", "input_length", "output_length"):
             if not isinstance(rows[-1].get(key), (int, float)):
                 raise InputError(path, f"line {k}, field {key}", "missing or not a number")
@@ -243,7 +252,9 @@ def _read_mooncake(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     inp = np.array([r["input_length"] for r in rows])
     out = np.array([r["output_length"] for r in rows])
     arr = np.array([r["timestamp"] for r in rows], dtype=float) / 1000.0
-    return inp, out, arr - arr[0]
+    if not np.isfinite(arr).all():
+        raise InputError(path, f"line {int(np.flatnonzero(~np.isfinite(arr))[0]) + 1}, field timestamp", "not a finite number")
+    return _in_time_order(inp, out, arr)
 
 
 def load_length_distribution(path: Path | str) -> LengthDistribution:

@@ -1,0 +1,42 @@
+"""Bad priority cost models: one line naming the file, the phase and the problem, exit 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO, run_cli
+
+COST = REPO / "models" / "bilinear" / "qwen2.5-7b__v100-32gb-sxm2__tp2.yaml"
+
+
+def broken_instance(tmp_path: Path, monkeypatch, capsys, edit) -> Path:
+    code, _, err = run_cli(monkeypatch, capsys, "generate", "priority", str(tmp_path / "gp.yaml"), "--jobs", "6")
+    assert code == 0, err
+    cost = yaml.safe_load(COST.read_text())
+    edit(cost)
+    (tmp_path / "cm.yaml").write_text(yaml.safe_dump(cost))
+    data = yaml.safe_load((tmp_path / "gp.yaml").read_text())
+    data["cost_model"] = "cm.yaml"
+    (tmp_path / "gp.yaml").write_text(yaml.safe_dump(data))
+    return tmp_path / "gp.yaml"
+
+
+@pytest.mark.parametrize("command", ["solve", "compare"])
+@pytest.mark.parametrize("edit, words", [
+    (lambda c: c["decode"].update(alpha=0, beta=0, gamma=0, delta=0),
+     "cm.yaml: decode: all coefficients are 0 (every latency would be 0)"),
+    (lambda c: c["prefill"].update(alpha=0, beta=0, gamma=0, delta=0),
+     "cm.yaml: prefill: all coefficients are 0 (every latency would be 0)"),
+    (lambda c: c["prefill"].update(alpha=float("inf")), "cm.yaml: prefill.alpha: must be a finite number"),
+    (lambda c: c["decode"].update(beta=1e308), "cm.yaml: decode.beta: must be a finite number"),
+    (lambda c: c["decode"].update(delta=True), "cm.yaml: decode.delta: expected a number, got a boolean"),
+])
+def test_bad_cost_model(monkeypatch, capsys, tmp_path, command, edit, words):
+    path = broken_instance(tmp_path, monkeypatch, capsys, edit)
+    code, _, err = run_cli(monkeypatch, capsys, command, "priority", str(path))
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert words in err
