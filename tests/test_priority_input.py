@@ -40,3 +40,21 @@ def test_bad_cost_model(monkeypatch, capsys, tmp_path, command, edit, words):
     assert code == 2, err
     assert len(err.strip().splitlines()) == 1, err
     assert words in err
+
+
+def test_exact_search_keeps_the_time_limit_at_n100(monkeypatch, capsys, tmp_path):
+    """At N = 100, b_max = 4 one node lists C(100, 4) ≈ 3.9 M batches (~15 s): the search stops before it."""
+    import json
+    import time
+
+    path = tmp_path / "gp_100.yaml"
+    code, _, err = run_cli(monkeypatch, capsys, "generate", "priority", str(path), "--jobs", "100", "--b-max", "4")
+    assert code == 0, err
+    started = time.perf_counter()
+    code, out, err = run_cli(monkeypatch, capsys, "solve", "priority", str(path), "--time-limit", "3", "--json")
+    elapsed = time.perf_counter() - started
+    assert code == 0, err
+    assert elapsed < 15, elapsed
+    result = json.loads(out)
+    assert result["objective"] > 0 and result["bound"] >= result["objective"]
+    assert "time limit" in result["message"]

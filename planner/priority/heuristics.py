@@ -234,10 +234,13 @@ def simulated_annealing(problem: PriorityProblem, seed: int = 0, params: SAParam
     return Plan(tuple(plan_order), tuple(plan_sizes), met, total)
 
 
-def local_search(problem: PriorityProblem, plan: Plan, max_passes: int = 30) -> Plan:
+def local_search(problem: PriorityProblem, plan: Plan, max_passes: int = 30, deadline: float | None = None) -> Plan:
     """Best-improvement descent used to warm-start the exact search (not one of the paper's
     methods): relocate one job to another position (batch sizes kept), swap two jobs, or move
-    one batch boundary by one position; repeat while G improves."""
+    one batch boundary by one position; repeat while G improves.  Past ``deadline``
+    (`time.perf_counter()`; a pass at N = 100 takes seconds) it returns the best plan so far."""
+    import time
+
     fast = FastTables(problem.tables)
     capacity = problem.token_capacity
     best = plan
@@ -265,7 +268,11 @@ def local_search(problem: PriorityProblem, plan: Plan, max_passes: int = 30) -> 
         if len(sizes) > 0 and sizes[-1] > 1:  # split the last batch
             candidates.append((order, sizes[:-1] + [sizes[-1] - 1, 1]))
         improved = best
-        for cand_order, cand_sizes in candidates:
+        out_of_time = False
+        for k, (cand_order, cand_sizes) in enumerate(candidates):
+            if deadline is not None and k & 255 == 0 and time.perf_counter() > deadline:
+                out_of_time = True
+                break
             if capacity is not None and not batches_fit(fast, cand_order, cand_sizes, capacity):
                 continue
             met, total = evaluate(fast, cand_order, cand_sizes)
@@ -274,6 +281,8 @@ def local_search(problem: PriorityProblem, plan: Plan, max_passes: int = 30) -> 
         if improved is best:
             break
         best = improved
+        if out_of_time:
+            break
     return best
 
 

@@ -68,7 +68,7 @@ WARM_START = ("spf", "edf", "fcfs")
 EXACT_METHODS = ("auto", "bnb", "milp", "hybrid")
 
 
-def best_heuristic_plan(problem: PriorityProblem, seed: int = 0) -> Plan:
+def best_heuristic_plan(problem: PriorityProblem, seed: int = 0, deadline: float | None = None) -> Plan:
     """The exact search's incumbent.  For the subset DP (b_max = 1, small N) the best baseline
     (~0.1 ms): Dinkelbach's first DP round replaces any weaker incumbent at once, so polishing
     was measured not to pay.  For the branch-and-bound the best baseline polished by local search
@@ -77,8 +77,11 @@ def best_heuristic_plan(problem: PriorityProblem, seed: int = 0) -> Plan:
     best = max(plans, key=lambda p: (p.g, -plans.index(p)))
     if dp_applies(problem):
         return best
-    return local_search(problem, best)
+    return local_search(problem, best, deadline=deadline)
 
+
+WARM_SHARE = 0.3
+"""Share of the time limit the exact search's incumbent (baselines + local search) may take."""
 
 BNB_SHARE = 0.25
 """Share of the time limit the branch-and-bound runs first in the hybrid (it improves the incumbent)."""
@@ -136,7 +139,8 @@ def prove_optimum(problem: PriorityProblem, incumbent: Plan, time_limit: float |
 def run_exact(problem: PriorityProblem, time_limit: float | None = None, seed: int = 0,
               node_limit: int | None = None, exact_method: str = "auto") -> Result:
     started = time.perf_counter()
-    incumbent = best_heuristic_plan(problem, seed)
+    # the polish may take up to WARM_SHARE of the time limit (a local-search pass at N = 100 takes seconds)
+    incumbent = best_heuristic_plan(problem, seed, None if time_limit is None else started + WARM_SHARE * time_limit)
     warm = time.perf_counter() - started
     remaining = None if time_limit is None else max(time_limit - warm, 0.0)
     outcome, solver = prove_optimum(problem, incumbent, time_limit=remaining, node_limit=node_limit, method=exact_method)
