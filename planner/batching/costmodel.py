@@ -43,14 +43,19 @@ MAX_LAYERS = 10_000
 MAX_COEFFICIENT_MS = 1e6
 
 
-def _finite(value: Any) -> Any:
-    """``inf``/``nan`` (also as text) say so, before the range check would call ``inf`` merely too large."""
-    number = value
+def _as_float(value: Any) -> Any:
+    """``value`` as a float when it is text that parses as one (YAML reads ``1e30`` as text), else as is."""
     if isinstance(value, str):
         try:
-            number = float(value)
+            return float(value)
         except ValueError:
             return value
+    return value
+
+
+def _finite(value: Any) -> Any:
+    """``inf``/``nan`` (also as text) say so, before the range check would call ``inf`` merely too large."""
+    number = _as_float(value)
     if isinstance(number, float) and not math.isfinite(number):
         raise ValueError("Input should be a finite number")
     return value
@@ -58,12 +63,7 @@ def _finite(value: Any) -> Any:
 
 def _layer_count(value: Any) -> Any:
     """A huge number (``1.0e+30``, or the text ``1e30``) is too large, not "unable to parse"."""
-    number = value
-    if isinstance(value, str):
-        try:
-            number = float(value)
-        except ValueError:
-            return value
+    number = _as_float(value)
     if isinstance(number, float) and math.isfinite(number) and number > MAX_LAYERS:
         raise ValueError(f"Input should be less than or equal to {MAX_LAYERS}")
     return value

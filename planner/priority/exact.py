@@ -519,7 +519,10 @@ class _ParametricSearch:
         a frame can hold ~30,000 children and bounding each one overran the time limit by ~10 s."""
         value_ub = 0.0
         ratio_ub = 0.0
-        for mask, remaining, wait, met, total in self.unexpanded:  # every completion of the node
+
+        def include(mask: int, remaining: list[int], wait: float, met: int, total: float) -> None:
+            """Raise (U, R) to the bounds of every completion of the node (mask, wait, met, total)."""
+            nonlocal value_ub, ratio_ub
             met_ub, total_lb = self.value_bound(mask, remaining, wait, met, total)
             node_ub = met_ub - self.lam * total_lb
             if self.relaxation is not None:
@@ -527,31 +530,21 @@ class _ParametricSearch:
             value_ub = max(value_ub, node_ub)
             if total_lb > 0:
                 ratio_ub = max(ratio_ub, met_ub / total_lb)
+
+        for mask, remaining, wait, met, total in self.unexpanded:  # every completion of the node
+            include(mask, remaining, wait, met, total)
         for frame in self.frames:
             unexplored = frame.children[frame.explored:]
             if len(unexplored) > OPEN_CHILDREN_BOUNDED:
                 remaining = [i for i in range(self.jobs) if frame.mask >> i & 1]
-                met_ub, total_lb = self.value_bound(frame.mask, remaining, frame.wait, frame.met, frame.total)
-                frame_ub = met_ub - self.lam * total_lb
-                if self.relaxation is not None:
-                    frame_ub = min(frame_ub, self.lagrangian_value(remaining, frame.wait, frame.met, frame.total))
-                value_ub = max(value_ub, frame_ub)
-                if total_lb > 0:
-                    ratio_ub = max(ratio_ub, met_ub / total_lb)
+                include(frame.mask, remaining, frame.wait, frame.met, frame.total)
                 continue
             for child in unexplored:
                 batch, wait, met, total = child[2:6]
                 mask = frame.mask
                 for i in batch:
                     mask &= ~(1 << i)
-                remaining = [i for i in range(self.jobs) if mask >> i & 1]
-                met_ub, total_lb = self.value_bound(mask, remaining, wait, met, total)
-                child_ub = met_ub - self.lam * total_lb
-                if self.relaxation is not None:
-                    child_ub = min(child_ub, self.lagrangian_value(remaining, wait, met, total))
-                value_ub = max(value_ub, child_ub)
-                if total_lb > 0:
-                    ratio_ub = max(ratio_ub, met_ub / total_lb)
+                include(mask, [i for i in range(self.jobs) if mask >> i & 1], wait, met, total)
         return value_ub, ratio_ub
 
 
