@@ -228,3 +228,14 @@ def test_a_key_repeated_in_one_mapping_is_one_line(monkeypatch, capsys, tmp_path
     lines = [x for x in err.strip().splitlines() if x.strip()]
     assert code == 2 and len(lines) == 1
     assert f"dup.yaml: line {line}: key '{key}' appears twice" in lines[0]
+
+
+def test_a_column_named_twice_in_a_csv_header_is_one_line(tmp_path):
+    # pandas would rename the second input_tokens to "input_tokens.1" and report an unknown column
+    from planner.core.io import read_csv_table
+    from planner.errors import InputError
+
+    path = tmp_path / "dup_col.csv"
+    path.write_text("id,input_tokens,input_tokens\na,1,2\n")
+    with pytest.raises(InputError, match="dup_col.csv: input_tokens: column appears twice in the header"):
+        read_csv_table(path, {"id": str, "input_tokens": int})

@@ -245,6 +245,10 @@ def _check_field_counts(path: Path) -> None:
                     continue
                 if header is None:
                     header = len(row)
+                    names = [name.strip() for name in row]
+                    twice = next((name for k, name in enumerate(names) if name in names[:k]), None)
+                    if twice is not None:  # pandas would rename the second one "name.1"
+                        raise InputError(path, twice, "column appears twice in the header")
                     continue
                 row_number += 1
                 if len(row) != header:
