@@ -124,3 +124,14 @@ def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, *arg
         code = int(exc.code or 0)
     captured = capsys.readouterr()
     return code, captured.out, captured.err
+
+
+def assert_one_line(code: int, err: str, *needles: str) -> str:
+    """Bad input: exit code 2 and exactly one non-empty stderr line, no traceback or internal error,
+    containing every needle; returns that line."""
+    lines = [line for line in err.strip().splitlines() if line.strip()]
+    assert code == 2, err
+    assert len(lines) == 1 and "Traceback" not in err and "internal error" not in err, err
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    return lines[0]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, run_cli
+from conftest import REPO, assert_one_line, run_cli
 
 SRC = REPO / "instances" / "placement" / "sharegpt-70b-a100-n40.yaml"
 COST = REPO / "models" / "aladdin" / "llama-2-70b__a100-80gb-sxm__tp2.yaml"
@@ -46,14 +46,6 @@ def edit_csv(path: Path, row: int, column: str, value: str) -> Path:
     csv.write_text("\n".join(lines) + "\n")
     return path
 
-
-def assert_one_line(code: int, err: str, *needles: str) -> None:
-    assert code == 2, err
-    lines = [l for l in err.strip().splitlines() if l.strip()]
-    assert len(lines) == 1, err
-    assert "Traceback" not in err
-    for n in needles:
-        assert n in lines[0], (n, lines[0])
 
 
 def test_the_fixture_instance_is_valid(monkeypatch, capsys, instance):

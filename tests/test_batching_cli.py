@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli as _run_cli
+from conftest import assert_one_line, run_cli as _run_cli
 
 from planner.batching.costmodel import fit_from_vidur
 
@@ -81,12 +81,6 @@ def test_fit_from_vidur_profiles(shared_data):
     assert 0.7 < model.a_p / 1.6773e-7 < 1.3
     assert 0.7 < model.a_d / 8.513e-6 < 1.5
 
-
-def assert_one_line(code: int, err: str, *needles: str) -> None:
-    lines = [line for line in err.strip().splitlines() if line.strip()]
-    assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
 
 
 @pytest.mark.parametrize("body, needles", [

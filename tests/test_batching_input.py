@@ -12,19 +12,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, run_cli
+from conftest import REPO, assert_one_line, run_cli
 
 TINY3 = REPO / "instances" / "batching" / "tiny3.yaml"
 REQS = [{"id": "a", "input_len": 2, "output_len": 3}, {"id": "b", "input_len": 1, "output_len": 2}]
 
-
-def assert_one_line(code: int, err: str, *needles: str) -> str:
-    lines = [line for line in err.strip().splitlines() if line.strip()]
-    assert code == 2, err
-    assert len(lines) == 1 and "Traceback" not in err and "internal error" not in err, err
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
-    return lines[0]
 
 
 def instance(tmp_path: Path, **changes) -> Path:

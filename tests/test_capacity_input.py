@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_cli
+from conftest import REPO, assert_one_line, run_cli
 
 CAP = """\
 model: Llama-2-70B
@@ -27,13 +27,6 @@ def _run_cap(tmp_path: Path, monkeypatch, capsys, text: str) -> tuple[int, str, 
     return code, out, err, path
 
 
-def _one_line(code: int, err: str, expected: str) -> None:
-    assert code == 2, err
-    assert "Traceback" not in err and "internal error" not in err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert expected in lines[0], err
-
 
 @pytest.mark.parametrize(("old", "new", "message"), [
     ("seed: 0", "seed: -1", "solve.seed: must be a non-negative integer, got -1"),
@@ -52,20 +45,20 @@ def _one_line(code: int, err: str, expected: str) -> None:
 def test_bad_numbers_are_one_line_naming_the_field(tmp_path, monkeypatch, capsys, old, new, message):
     assert old in CAP
     code, _, err, path = _run_cap(tmp_path, monkeypatch, capsys, CAP.replace(old, new))
-    _one_line(code, err, f"{path}: {message}")
+    assert_one_line(code, err, f"{path}: {message}")
 
 
 def test_a_trace_that_is_a_directory_is_one_line(tmp_path, monkeypatch, capsys):
     (tmp_path / "traces").mkdir()
     text = CAP.replace("{distribution: sharegpt}", f"{{trace: {tmp_path / 'traces'}}}")
     code, _, err, path = _run_cap(tmp_path, monkeypatch, capsys, text)
-    _one_line(code, err, f"{path}: workload.trace: {tmp_path / 'traces'} is a directory, expected a trace file")
+    assert_one_line(code, err, f"{path}: workload.trace: {tmp_path / 'traces'} is a directory, expected a trace file")
 
 
 def test_a_huge_rate_is_refused_at_once_instead_of_hanging(tmp_path, monkeypatch, capsys):
     start = time.perf_counter()
     code, _, err, path = _run_cap(tmp_path, monkeypatch, capsys, CAP.replace("rates: [2]", "rates: [2, 1000000]"))
-    _one_line(code, err, f"{path}: rates[1]: rate 1e+06 req/s")
+    assert_one_line(code, err, f"{path}: rates[1]: rate 1e+06 req/s")
     assert "at most 50000 are supported" in err
     assert time.perf_counter() - start < 30
     assert not (tmp_path / "out" / "results.sqlite").exists()
@@ -76,7 +69,7 @@ def test_compare_all_out_must_be_a_directory(tmp_path, monkeypatch, capsys):
     afile.write_text("x")
     code, _, err = run_cli(monkeypatch, capsys, "compare", "all", str(REPO / "instances" / "capacity"),
                            "--out", str(afile), "--no-progress")
-    _one_line(code, err, f"{afile}: --out must be a directory")
+    assert_one_line(code, err, f"{afile}: --out must be a directory")
     assert afile.read_text() == "x"
 
 
@@ -84,4 +77,4 @@ def test_compare_all_out_must_be_a_directory(tmp_path, monkeypatch, capsys):
 def test_compare_all_time_limit_must_be_a_positive_number(tmp_path, monkeypatch, capsys, value):
     code, _, err = run_cli(monkeypatch, capsys, "compare", "all", str(tmp_path), "--time-limit", value,
                            "--no-progress")
-    _one_line(code, err, "--time-limit must be a positive number, got")
+    assert_one_line(code, err, "--time-limit must be a positive number, got")

@@ -6,7 +6,7 @@ import csv
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import assert_one_line, run_cli
 
 SPLITWISE = Path("/work/shared/data/profiling/splitwise_sim/perf_model.csv")
 HEADER = ["model", "hardware", "prompt_size", "batch_size", "token_size", "prompt_time", "token_time", "e2e_time",
@@ -31,13 +31,6 @@ def _profile(path: Path, rows: int = 40, last_prompt_time: str | None = None) ->
     return path
 
 
-def _one_line(code: int, err: str, expected: str) -> None:
-    assert code == 2, err
-    assert "Traceback" not in err and "internal error" not in err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert expected in lines[0], err
-
 
 def test_out_dir_that_is_a_file_is_one_line(tmp_path, monkeypatch, capsys):
     afile = tmp_path / "afile"
@@ -45,7 +38,7 @@ def test_out_dir_that_is_a_file_is_one_line(tmp_path, monkeypatch, capsys):
     profile = _profile(tmp_path / "perf_model.csv")
     code, _, err = run_cli(monkeypatch, capsys, "fit", str(profile), "--format", "splitwise", "--kind", "both",
                            "--out-dir", str(afile))
-    _one_line(code, err, f"{afile}: --out-dir must be a directory")
+    assert_one_line(code, err, f"{afile}: --out-dir must be a directory")
     assert afile.read_text() == "x"
 
 
@@ -55,7 +48,7 @@ def test_out_dir_that_is_a_file_with_the_real_profile(tmp_path, monkeypatch, cap
     afile.write_text("x")
     code, _, err = run_cli(monkeypatch, capsys, "fit", str(SPLITWISE), "--format", "splitwise", "--kind", "both",
                            "--out-dir", str(afile))
-    _one_line(code, err, f"{afile}: --out-dir must be a directory")
+    assert_one_line(code, err, f"{afile}: --out-dir must be a directory")
 
 
 def test_a_file_inside_the_out_dir_blocking_a_kind_directory_is_one_line(tmp_path, monkeypatch, capsys):
@@ -64,7 +57,7 @@ def test_a_file_inside_the_out_dir_blocking_a_kind_directory_is_one_line(tmp_pat
     (out / "aladdin").write_text("x")
     profile = _profile(tmp_path / "perf_model.csv")
     code, _, err = run_cli(monkeypatch, capsys, "fit", str(profile), "--format", "splitwise", "--out-dir", str(out))
-    _one_line(code, err, "cannot write the cost model")
+    assert_one_line(code, err, "cannot write the cost model")
 
 
 @pytest.mark.parametrize("tp", ["0", "-2"])
@@ -72,7 +65,7 @@ def test_tp_must_be_at_least_one(tmp_path, monkeypatch, capsys, tp):
     profile = _profile(tmp_path / "perf_model.csv")
     code, _, err = run_cli(monkeypatch, capsys, "fit", str(profile), "--format", "splitwise", "--tp", tp,
                            "--out-dir", str(tmp_path / "models"))
-    _one_line(code, err, f"--tp must be at least 1, got {tp}")
+    assert_one_line(code, err, f"--tp must be at least 1, got {tp}")
     assert not (tmp_path / "models").exists()
 
 
@@ -85,7 +78,7 @@ def test_non_positive_or_infinite_profile_times_are_one_line(tmp_path, monkeypat
     profile = _profile(tmp_path / "perf_model.csv", rows=40, last_prompt_time=value)
     code, _, err = run_cli(monkeypatch, capsys, "fit", str(profile), "--format", "splitwise",
                            "--out-dir", str(tmp_path / "models"))
-    _one_line(code, err, f"{profile}: row 40, column prompt_time: {problem}")
+    assert_one_line(code, err, f"{profile}: row 40, column prompt_time: {problem}")
 
 
 def test_the_good_profile_still_fits(tmp_path, monkeypatch, capsys):
@@ -100,4 +93,4 @@ def test_table_profile_rejects_a_negative_time(tmp_path, monkeypatch, capsys):
     table.write_text("phase,batch_size,tokens_per_request,time_ms\nprefill,1,100,5\ndecode,2,100,-1\n")
     code, _, err = run_cli(monkeypatch, capsys, "fit", str(table), "--format", "table",
                            "--out-dir", str(tmp_path / "models"))
-    _one_line(code, err, f"{table}: row 2, column time_s: must be positive")
+    assert_one_line(code, err, f"{table}: row 2, column time_s: must be positive")
