@@ -32,7 +32,7 @@ def broken_instance(tmp_path: Path, monkeypatch, capsys, edit) -> Path:
      "cm.yaml: prefill: all coefficients are 0 (every latency would be 0)"),
     (lambda c: c["prefill"].update(alpha=float("inf")), "cm.yaml: prefill.alpha: must be a finite number"),
     (lambda c: c["decode"].update(beta=1e308), "cm.yaml: decode.beta: must be a finite number"),
-    (lambda c: c["decode"].update(delta=True), "cm.yaml: decode.delta: expected a number, got a boolean"),
+    (lambda c: c["decode"].update(delta=True), "cm.yaml: decode.delta: expected a number, got true"),
 ])
 def test_bad_cost_model(monkeypatch, capsys, tmp_path, command, edit, words):
     path = broken_instance(tmp_path, monkeypatch, capsys, edit)

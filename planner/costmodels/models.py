@@ -24,6 +24,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, PositiveInt
 
+from planner.core.io import NotBool
+
 _TIME_SCALE = {"s": 1.0, "ms": 1e-3}
 
 
@@ -93,13 +95,17 @@ class AladdinCostModel(_Frozen):
         return self.kv_bytes_per_token * context_tokens + self.kv_bytes_base
 
 
+#: A coefficient: ≥ 0, and YAML ``true``/``false`` is refused rather than read as 1/0.
+_Coefficient = Annotated[NonNegativeFloat, NotBool]
+
+
 class BilinearCoefficients(_Frozen):
     """``α·b·l + β·b + γ·l + δ`` (in the model's ``time_unit``)."""
 
-    alpha: NonNegativeFloat
-    beta: NonNegativeFloat
-    gamma: NonNegativeFloat
-    delta: NonNegativeFloat
+    alpha: _Coefficient
+    beta: _Coefficient
+    gamma: _Coefficient
+    delta: _Coefficient
 
     def evaluate(self, batch_size: float, length: float) -> float:
         return self.alpha * batch_size * length + self.beta * batch_size + self.gamma * length + self.delta

@@ -107,23 +107,13 @@ def load_priority_instance(path: Path | str, b_max: int | None = None) -> Priori
 
 
 def check_bilinear_coefficients(path: Path | str, model: BilinearCostModel) -> None:
-    """Finite, non-boolean coefficients of moderate size, not all 0 in a phase: else one line naming the phase.
-
-    The raw YAML is re-read because loading turns ``true`` into 1.0; an all-zero phase makes every latency 0
-    (and the objective G divides by the total latency).
+    """Finite coefficients of moderate size, not all 0 in a phase: else one line naming the phase.
+    (Booleans are refused when the model loads: `planner.costmodels.models.BilinearCoefficients`.)
+    An all-zero phase makes every latency 0 (and the objective G divides by the total latency).
     """
     import math
 
-    try:
-        raw = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError):
-        raw = None
     for phase in ("prefill", "decode"):
-        values = raw.get(phase) if isinstance(raw, dict) else None
-        if isinstance(values, dict):
-            for key, value in values.items():
-                if isinstance(value, bool):
-                    raise InputError(path, f"{phase}.{key}", "expected a number, got a boolean")
         coefficients = getattr(model, phase)
         numbers = {key: float(getattr(coefficients, key)) for key in ("alpha", "beta", "gamma", "delta")}
         for key, value in numbers.items():
