@@ -16,11 +16,11 @@ import yaml
 
 from planner.core.work import WorkClock
 from planner.queueing import effort
-from planner.queueing.capacity import fleets_by_cost, witness_fleet
+from planner.queueing.capacity import BOUND_BUILD_FLOOR_SECONDS, bound_model_seconds, capacity_lower_bound, fleets_by_cost, witness_fleet
 from planner.queueing.certified import solve_certified
 from planner.queueing.generator import random_problem
 from planner.queueing.heuristics import HEURISTICS
-from planner.queueing.instance import MAX_INSTANCES, load_queueing_instance
+from planner.queueing.instance import MAX_CELLS, MAX_GROUPS, MAX_INSTANCES, load_queueing_instance
 from planner.queueing.local_search import improve_plan
 from planner.queueing.problem import InstanceType, QueueingProblem
 from planner.queueing.solve import hopeless_groups, milp_out_of_time, solve_queueing
@@ -290,3 +290,36 @@ def test_a_group_only_a_new_faster_swapping_instance_can_serve_in_time(tmp_path)
 ])
 def test_bad_names_and_unloadable_models_are_one_line(monkeypatch, capsys, tmp_path, mutate, needles):
     _one_line(monkeypatch, capsys, _copy(tmp_path, mutate), needles)
+
+
+# ---- group count and the capacity bound's size --------------------------------------------------
+
+def _with_groups(count: int, instances: int):
+    def mutate(d):
+        template = d["groups"][0]
+        d["groups"] = [dict(template, name=f"g{k}") for k in range(count)]
+        d["instance_types"][0].update(count=instances, extra_available=0)
+    return mutate
+
+
+@pytest.mark.parametrize("groups, instances, needles", [
+    (MAX_GROUPS + 1, 1, [f"groups: {MAX_GROUPS + 1} groups; the planner handles at most {MAX_GROUPS}"]),
+    (5_000, 1_000, ["groups: 5000 groups on 1000 instances", f"at most {MAX_CELLS}"]),
+])
+def test_too_many_groups_is_one_line(monkeypatch, capsys, tmp_path, groups, instances, needles):
+    data = yaml.safe_load(INSTANCE.read_text())
+    _with_groups(groups, instances)(data)
+    path = tmp_path / "q.yaml"
+    path.write_text(json.dumps(data))  # JSON is YAML, and much faster to write than yaml.safe_dump
+    _one_line(monkeypatch, capsys, path, needles)
+
+
+def test_capacity_bound_model_size_is_estimated_from_its_cells():
+    # 20,000 groups with 40 SLO thresholds put ~7 M share variables in the bound's model (29 M
+    # non-zeros, 17.8 GB and 135 s before this estimate counted them); under a 5 s limit it is skipped.
+    small = random_problem(200, 16, seed=0)
+    groups = tuple(replace(g, name=f"{g.name}-{k}") for k in range(100) for g in small.groups)
+    large = small._replace(groups=groups, work_s=np.tile(small.work_s, 100), tail_s=np.tile(small.tail_s, 100))
+    assert bound_model_seconds(small) < BOUND_BUILD_FLOOR_SECONDS  # built under any time limit
+    assert bound_model_seconds(large) > 10 * bound_model_seconds(small)
+    assert capacity_lower_bound(large, time_limit=5.0) is None

@@ -139,49 +139,48 @@ def _bound_model(problem: QueueingProblem):
     classes = _queue_classes(problem)
     for d in _thresholds(problem):
         members = np.flatnonzero(slo <= d)
-        cells = []  # (class k, group i, work)
+        i_parts, w_parts = [], []  # cells (group i, work), class by class
         for k, (work, tail, earliest, _, _) in enumerate(classes):
             finite = np.isfinite(work[members]) & np.isfinite(tail[members])
             head = earliest[members] + (np.where(finite, work[members] + tail[members], 0.0) if completion else 0.0)
-            ok = finite & (head <= slo[members] + 1e-9)  # even the head of the queue is in time
-            for i in members[ok]:
-                cells.append((k, int(i), float(work[i])))
-        if not cells:
+            ok = members[finite & (head <= slo[members] + 1e-9)]  # even the head of the queue is in time
+            i_parts.append(ok)
+            w_parts.append(work[ok].astype(float))
+        i_of, w_of = np.concatenate(i_parts), np.concatenate(w_parts)
+        if not i_of.size:
             if members.size:
                 return None
             continue
-        k_of = np.array([c[0] for c in cells])
-        i_of = np.array([c[1] for c in cells])
-        w_of = np.array([c[2] for c in cells])
-        y = mb.add_variables(f"share_d{d:g}", len(cells), lower=0.0, upper=1.0)
-        local = {int(i): r for r, i in enumerate(members)}
-        mb.add_constraints(f"assign_d{d:g}", len(members), np.array([local[int(i)] for i in i_of]), y.start + np.arange(len(cells)),
-                           np.ones(len(cells)), lower=1.0, upper=1.0,
+        y = mb.add_variables(f"share_d{d:g}", i_of.size, lower=0.0, upper=1.0)
+        mb.add_constraints(f"assign_d{d:g}", len(members), np.searchsorted(members, i_of), y.start + np.arange(i_of.size),
+                           np.ones(i_of.size), lower=1.0, upper=1.0,
                            label=lambda r, members=members: f"group {problem.groups[int(members[r])].name}")
+        ends = np.cumsum([part.size for part in i_parts])
         for k, (_, _, _, offset, t) in enumerate(classes):
-            mine = np.flatnonzero(k_of == k)
+            mine = np.arange(ends[k] - i_parts[k].size, ends[k])  # the cells of class k (contiguous)
             if not mine.size:
                 continue
             cap = d - offset + (0.0 if completion else float(w_of[mine].max()))
             cap = max(cap, 0.0)
-            cols = list(y.start + mine)
-            vals = list(w_of[mine])
+            cols = y.start + mine
             if t is None:
-                mb.add_constraints(f"capacity_d{d:g}_q{k}", 1, np.zeros(len(cols), int), np.array(cols), np.array(vals),
-                                   upper=cap)
-                define_swap_capacity(mb, f"d{d:g}_q{k}", y.start + mine, w_of[mine],
-                                     (classes[k][2] - offset)[i_of[mine]], cap)
+                mb.add_constraints(f"capacity_d{d:g}_q{k}", 1, np.zeros(cols.size, int), cols, w_of[mine], upper=cap)
+                define_swap_capacity(mb, f"d{d:g}_q{k}", cols, w_of[mine], (classes[k][2] - offset)[i_of[mine]], cap)
             else:
-                mb.add_constraints(f"capacity_d{d:g}_t{t}", 1, np.zeros(len(cols) + 1, int),
-                                   np.array(cols + [n.start + t]), np.array(vals + [-cap]), upper=0.0)
+                mb.add_constraints(f"capacity_d{d:g}_t{t}", 1, np.zeros(cols.size + 1, int),
+                                   np.append(cols, n.start + t), np.append(w_of[mine], -cap), upper=0.0)
     return mb.build(), n
 
 
 def bound_model_seconds(problem: QueueingProblem) -> float:
-    """Estimated seconds to build the capacity bound's model: a few rows per (threshold, queue class)
-    (`planner.queueing.effort.CAPACITY_ROWS_PER_CLASS`)."""
+    """Estimated seconds to build the capacity bound's model and hand it to the solver: a few rows per
+    (threshold, queue class) (`planner.queueing.effort.CAPACITY_ROWS_PER_CLASS`) and one share
+    variable per (threshold d, group of D(d), queue class) at most (`effort.CAPACITY_PER_CELL`)."""
     classes = sum(1 for q in problem.queues if not q.optional) + sum(1 for t in problem.types if t.extra_available > 0)
-    return effort.CAPACITY_ROWS_PER_CLASS * classes * len(_thresholds(problem))
+    thresholds = _thresholds(problem)
+    members = int(np.searchsorted(np.sort(problem.slo()), thresholds, side="right").sum())  # Σ_d |D(d)|
+    return (effort.CAPACITY_ROWS_PER_CLASS * classes * len(thresholds)
+            + effort.CAPACITY_PER_CELL * classes * members)
 
 
 def capacity_lower_bound(problem: QueueingProblem, *, solver: str = "highs", time_limit: float | None = 10.0,

@@ -23,7 +23,9 @@ now decides on a `WorkClock` charged with these estimates, computed from work co
   slots 9.6–27 µs per binary), not least-squares fits;
 * building the scale-up's capacity bound (`planner.queueing.capacity.bound_model_seconds`):
   `CAPACITY_ROWS_PER_CLASS` per (SLO threshold, existing queue or candidate type) — 51 s for 40 ×
-  2,049 on the reference machine, with the same caveat.
+  2,049 on the reference machine, with the same caveat — plus `CAPACITY_PER_CELL` per possible share
+  variable, Σ_d |D(d)| × classes (build, conversion and hand-over to HiGHS measured at 2.3–2.4 µs per
+  cell for 2,000–20,000 groups × 16–64 queues, 0.7–29 M non-zeros).
 
 The constants are non-negative least-squares fits of the relative error on this project's reference
 machine (2-core Xeon; `benchmarks/queueing_effort.py` re-measures them on random instances of 25–400
@@ -54,6 +56,7 @@ BLOCKS_BUILD_PER_CELL = 1.0e-4
 SLOTS_BUILD_PER_CELL = 2.0e-4
 SLOTS_BUILD_PER_BINARY = 5.0e-6
 CAPACITY_ROWS_PER_CLASS = 7.0e-4
+CAPACITY_PER_CELL = 3.0e-6
 
 
 def search_seconds(counts, num_groups: int) -> float:

@@ -22,6 +22,7 @@ now_s: 0                      # the SLO slack of a request is slo − (now − a
 Every number must be finite and not a boolean; token counts are at most 1,000,000 per request
 (`MAX_REQUEST_TOKENS`), ``max_output_tokens`` at least ``mean_output_tokens``, ``swap_time_s`` at most
 one day, at most 4,096 instances over all types, existing and scale-up candidates (`MAX_INSTANCES`),
+at most 10,000 groups (`MAX_GROUPS`) and 4,194,304 instances × groups (`MAX_CELLS`),
 names (of the instance, instance types, groups and SLO classes) text, names of instance types and
 groups unique, and every model in ``loaded_models`` one that fits on its instance type.  An instance
 whose estimated serving time exceeds `MAX_HORIZON_S` is refused (the MILP's constants would be out
@@ -52,6 +53,12 @@ MAX_HORIZON_S = 1e12
 #: (``extra_available``) over all types together: one virtual queue each, and every method's work and
 #: memory grow with queues × groups (the baselines, the descent's per-queue profiles, the MILPs).
 MAX_INSTANCES = 4096
+#: Most request groups (given, or formed from ``requests``), and most (instance, group) cells
+#: (instances counted with their scale-up candidates): the baselines, validations and descents grow with
+#: both, and past these sizes a 5 s solve no longer ends near its time limit (measured: 10,000 groups ×
+#: 400 queues 2.4 s, 4,000 × 1,024 2.3 s; 10,000 × 4,096 took 19 s and 2 GB).
+MAX_GROUPS = 10_000
+MAX_CELLS = 1 << 22
 
 PosInt = Annotated[int, NotBool, Field(gt=0)]
 NonNegInt = Annotated[int, NotBool, Field(ge=0)]
@@ -206,6 +213,8 @@ def problem_from_spec(spec: QueueingSpec, path: Path | str = "<instance>") -> Qu
     settings = EstimatorSettings(spec.estimator.epsilon, spec.estimator.quantile, spec.estimator.conservative_below,
                                  spec.estimator.max_batch_size, spec.estimator.memory_utilization)
     _check_instance_total(path, spec)
+    if spec.groups:
+        _check_group_count(path, spec, len(spec.groups))  # before any per-group work
     types, queues = [], []
     for k, t in enumerate(spec.instance_types):
         gpu = canonical_gpu_name(t.gpu)
@@ -224,6 +233,7 @@ def problem_from_spec(spec: QueueingSpec, path: Path | str = "<instance>") -> Qu
         types.append(InstanceType(t.name, gpu, t.tensor_parallel, t.swap_time_s, t.count, t.extra_available, t.cost_per_instance))
         queues += [VirtualQueue(f"{t.name}-{c + 1}", k, loaded[c]) for c in range(t.count)]
     groups = _groups(spec, path, settings, types)
+    _check_group_count(path, spec, len(groups))
     work = np.full((len(types), len(groups)), np.inf)
     tail = np.full((len(types), len(groups)), np.inf)
     for t, typ in enumerate(types):
@@ -244,6 +254,20 @@ def problem_from_spec(spec: QueueingSpec, path: Path | str = "<instance>") -> Qu
     _check_horizon(path, spec, groups, types, work, tail)
     return QueueingProblem(spec.name or path.stem, tuple(groups), tuple(types), tuple(queues), work, tail,
                            objective=spec.objective, deadline=spec.deadline, description=spec.description)  # type: ignore[arg-type]
+
+
+def _check_group_count(path: Path, spec: QueueingSpec, num_groups: int) -> None:
+    """At most `MAX_GROUPS` groups and `MAX_CELLS` (instance, group) cells (module docstring)."""
+    field = "groups" if spec.groups else "requests"
+    formed = "" if spec.groups else f" (formed from {len(spec.requests)} requests)"
+    if num_groups > MAX_GROUPS:
+        raise InputError(path, field, f"{num_groups} groups{formed}; the planner handles at most {MAX_GROUPS}: "
+                                      "split the queue into several planning problems")
+    instances = sum(t.count + t.extra_available for t in spec.instance_types)
+    if instances * num_groups > MAX_CELLS:
+        raise InputError(path, field, f"{num_groups} groups{formed} on {instances} instances (count + extra_available) "
+                                      f"is {instances * num_groups} instance × group pairs; the planner handles at "
+                                      f"most {MAX_CELLS}: fewer groups or instances per planning problem")
 
 
 def _check_instance_total(path: Path, spec: QueueingSpec) -> None:

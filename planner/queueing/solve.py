@@ -76,10 +76,11 @@ def precheck(problem: QueueingProblem) -> None:
     """One-line errors for problems no method can plan."""
     if not any(not q.optional for q in problem.queues):
         raise InfeasibleError(f"{problem.name}: there are zero serving instances")
-    usable = [q.type_index for q in problem.queues if not q.optional]
-    for i, group in enumerate(problem.groups):
-        if not np.isfinite(problem.work_s[usable, i]).any():
-            raise InfeasibleError(f"group {group.name}: model {group.model} fits on no instance")
+    usable = sorted({q.type_index for q in problem.queues if not q.optional})
+    placeable = np.isfinite(problem.work_s[usable]).any(axis=0)
+    if not placeable.all():
+        group = problem.groups[int(np.argmin(placeable))]
+        raise InfeasibleError(f"group {group.name}: model {group.model} fits on no instance")
 
 
 def run_heuristic(problem: QueueingProblem, method: str) -> Result[QueueAssignment]:
