@@ -10,6 +10,7 @@ re-derived by the validator.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -49,9 +50,24 @@ class Schedule:
         return Schedule(len(batches), arr(b), arr(r), arr(t), arr(eb), arr(er), request_ids)
 
     def batches(self) -> list[dict[int, int]]:
-        out: list[dict[int, int]] = [{} for _ in range(self.num_batches)]
-        for j, i, c in zip(self.batch.tolist(), self.request.tolist(), self.tokens.tolist()):
-            out[j][i] = out[j].get(i, 0) + c
+        """``{request: tokens}`` per batch, in entry order (a request listed twice in a batch: summed)."""
+        if not _batch_major(self.batch, self.num_batches):
+            out: list[dict[int, int]] = [{} for _ in range(self.num_batches)]
+            for j, i, c in zip(self.batch.tolist(), self.request.tolist(), self.tokens.tolist()):
+                out[j][i] = out[j].get(i, 0) + c
+            return out
+        # Batch-major entries (as the simulator and `from_batches` write them): one slice per batch, without a
+        # Python int per entry's batch index (on 5·10^6 entries: 0.8 s and 0.2 GB instead of 1.3 s and 0.45 GB).
+        bounds = np.searchsorted(self.batch, np.arange(self.num_batches + 1), side="left").tolist()
+        out = []
+        for lo, hi in pairwise(bounds):
+            requests, tokens = self.request[lo:hi].tolist(), self.tokens[lo:hi].tolist()
+            entries = dict(zip(requests, tokens))
+            if len(entries) < hi - lo:  # a request listed twice: sum its tokens
+                entries = {}
+                for i, c in zip(requests, tokens):
+                    entries[i] = entries.get(i, 0) + c
+            out.append(entries)
         return out
 
     def evictions(self) -> list[list[int]]:
@@ -89,6 +105,15 @@ class Schedule:
         else:
             data["batches"] = f"omitted ({self.num_batches} batches > {MAX_BATCHES_IN_JSON})"
         return data
+
+
+def _batch_major(batch: np.ndarray, num_batches: int) -> bool:
+    """Integer batch indices, non-decreasing, within 0..num_batches−1."""
+    if not np.issubdtype(batch.dtype, np.integer) or batch.ndim != 1:
+        return False
+    if batch.size == 0:
+        return True
+    return bool(batch[0] >= 0 and batch[-1] < num_batches and np.all(batch[1:] >= batch[:-1]))
 
 
 def _plain(v: Any) -> Any:

@@ -29,7 +29,13 @@ move on to the next group.  Admission from R_w stops at its first failure (FCFS)
 Vectorisation: the decode group is handled with numpy over the running requests; requests are
 only walked one by one for prefills and on KV exhaustion.  Long pure-decode stretches (no waiting
 request, no prefill, enough free KV, no completion) are advanced in one step (`_decode_stretch`),
-which is exact because the batch composition does not change inside them.
+which is exact because the batch composition does not change inside them, and recorded as whole arrays
+(entries, batch times, KV usage), not one record per batch: 50 requests × 10^6 tokens simulate in
+about 1.5 s instead of 13 s.
+
+Size: ``simulate(..., max_batches=K)`` stops with a `WorkLimitError` before the schedule exceeds K
+batches, at once when `min_batches` (a lower bound on every schedule's batch count) already does;
+`planner simulate batching --max-work` sets K = max-work // requests.
 """
 
 from __future__ import annotations
@@ -89,6 +95,39 @@ def preset_config(name: str, **overrides) -> SchedulerConfig:
     return replace(PRESETS[key], **changes)
 
 
+class WorkLimitError(PlannerError):
+    """A simulation would run more batches than its ``max_batches`` allows (see `min_batches`)."""
+
+    def __init__(self, scheduler: str, requests: int, max_batches: int, at_least: int) -> None:
+        self.scheduler = scheduler
+        self.requests = requests
+        self.max_batches = max_batches
+        self.at_least = at_least
+        super().__init__(f"the {scheduler} schedule of {requests:,} requests needs at least {at_least:,} batches, "
+                         f"more than the {max_batches:,} allowed")
+
+
+def min_batches(problem: BatchingProblem, C: int, M: int, R_max: int) -> int:
+    """Fewest batches of any schedule under these limits (a cheap lower bound, not the optimum).
+
+    A batch generates at most one token per request, so at least max O batches; it processes at most C
+    tokens, and every schedule processes at least Σ(I + O − 1); the requests that generate a token in a
+    batch hold at least their prompt I each in M afterwards and count towards R_max, so a batch
+    generates at most min(C, R_max, k_M) of the Σ O tokens, where k_M is the most prompts that fit in M.
+    """
+    inputs = [int(x) for x in problem.inputs]
+    outputs = [int(x) for x in problem.outputs]
+    fit, held = 0, 0
+    for size in sorted(inputs):
+        if held + size > M:
+            break
+        held += size
+        fit += 1
+    per_batch = max(1, min(C, R_max, fit, problem.n))
+    total = sum(inputs) + sum(outputs) - problem.n
+    return max(max(outputs), -(-sum(outputs) // per_batch), -(-total // C))
+
+
 @dataclass(frozen=True)
 class SimulationResult:
     config: SchedulerConfig
@@ -140,8 +179,10 @@ class _State:
         self.waiting: deque[int] = deque()
 
 
-def simulate(problem: BatchingProblem, config: SchedulerConfig | str = "vllm", **overrides) -> SimulationResult:
-    """Run one scheduling policy on ``problem``; see the module docstring."""
+def simulate(problem: BatchingProblem, config: SchedulerConfig | str = "vllm", *, max_batches: int | None = None,
+             **overrides) -> SimulationResult:
+    """Run one scheduling policy on ``problem``; see the module docstring.  ``max_batches``: stop with a
+    `WorkLimitError` as soon as the schedule would exceed this many batches (None: no limit)."""
     import time
 
     config = preset_config(config, **overrides) if isinstance(config, str) else replace(
@@ -150,6 +191,8 @@ def simulate(problem: BatchingProblem, config: SchedulerConfig | str = "vllm", *
     bad = [r for r in problem.requests if r.kv_need > M]
     if bad:
         raise InfeasibleError(f"request {bad[0].id!r} needs {bad[0].kv_need} KV tokens (I+O-1) but M = {M}")
+    if max_batches is not None and min_batches(problem, C, M, R_max) > max_batches:
+        raise WorkLimitError(config.name, problem.n, max_batches, min_batches(problem, C, M, R_max))
     start = time.perf_counter()
     s = _State(problem, config)
     ef_need = s.I0 + s.O - 1
@@ -162,8 +205,8 @@ def simulate(problem: BatchingProblem, config: SchedulerConfig | str = "vllm", *
     rec_c: list[np.ndarray] = []
     ev_b: list[int] = []
     ev_r: list[int] = []
-    batch_secs: list[float] = []
-    kv_used: list[int] = []
+    batch_secs = _Series(float)  # seconds of each batch
+    kv_used = _Series(np.int64)  # KV tokens held after each batch
     finished = 0
     j = 0
     cost = problem.cost
@@ -344,6 +387,8 @@ def simulate(problem: BatchingProblem, config: SchedulerConfig | str = "vllm", *
             steps = _decode_stretch(s, dec_ids, M)
         else:
             steps = 1
+        if max_batches is not None and j + steps > max_batches:
+            raise WorkLimitError(config.name, n, max_batches, j + steps)
         secs = cost.batch_seconds(int(p_c.sum()) + dec_ids.size, float((p_c.astype(float) ** 2).sum()), p_ids.size,
                                   d_kv, dec_ids.size)
         if steps > 1:
@@ -351,10 +396,12 @@ def simulate(problem: BatchingProblem, config: SchedulerConfig | str = "vllm", *
             per = cost.batch_seconds_array(np.full(steps, dec_ids.size), 0.0, 0, d_kv + dec_ids.size * k,
                                            np.full(steps, dec_ids.size))
             base_m = int(s.m.sum())
-            for step in range(steps):
-                rec_b.append(np.full(dec_ids.size, j + step)), rec_r.append(dec_ids), rec_c.append(np.ones(dec_ids.size, np.int64))
-                kv_used.append(base_m + dec_ids.size * (step + 1))
-            batch_secs.extend(per.tolist())
+            # the whole stretch as three arrays (batch-major, the same entries as one record per step)
+            rec_b.append(np.repeat(np.arange(j, j + steps, dtype=np.int64), dec_ids.size))
+            rec_r.append(np.tile(dec_ids, steps))
+            rec_c.append(np.ones(dec_ids.size * steps, np.int64))
+            kv_used.extend(base_m + dec_ids.size * (k + 1))
+            batch_secs.extend(per)
             s.m[dec_ids] += steps
             s.alloc_total += int(np.maximum(s.m[dec_ids] - s.alloc[dec_ids], 0).sum())
             s.alloc[dec_ids] = np.maximum(s.alloc[dec_ids], s.m[dec_ids])
@@ -379,7 +426,7 @@ def simulate(problem: BatchingProblem, config: SchedulerConfig | str = "vllm", *
         touched = np.concatenate([p_ids, dec_ids])[new_first]
         touched = touched[s.gen[touched] > 0]
         if touched.size:  # first token at the end of the batch that generated it (stretches start with ≥1 token)
-            s.first[touched] = t - (float(np.sum(batch_secs[-steps + 1:])) if steps > 1 else 0.0)
+            s.first[touched] = t - (float(np.sum(per[1:])) if steps > 1 else 0.0)
         if done_ids.size:
             s.finish[done_ids] = t
             s.alloc_total -= int(s.alloc[done_ids].sum())
@@ -396,17 +443,54 @@ def simulate(problem: BatchingProblem, config: SchedulerConfig | str = "vllm", *
         "finish": s.finish,
         "evictions": s.evictions,
     }
-    schedule = Schedule(j, np.concatenate(rec_b) if rec_b else np.zeros(0, np.int64),
-                        np.concatenate(rec_r) if rec_r else np.zeros(0, np.int64),
-                        np.concatenate(rec_c) if rec_c else np.zeros(0, np.int64),
+    schedule = Schedule(j, _concatenate(rec_b), _concatenate(rec_r), _concatenate(rec_c),
                         np.asarray(ev_b, np.int64), np.asarray(ev_r, np.int64),
                         tuple(r.id for r in problem.requests))
-    secs_arr = np.asarray(batch_secs)
-    kv_arr = np.asarray(kv_used, np.int64)
+    secs_arr = batch_secs.array()
+    kv_arr = kv_used.array()
     metrics = summary_metrics(problem, per_request, t, secs_arr, kv_arr, int(s.evictions.sum()))
     metrics.update({"scheduler": config.name, "C": C, "P": P, "M": M, "R_max": R_max})
     schedule = schedule.with_results(metrics, per_request, secs_arr, kv_arr)
     return SimulationResult(config, schedule, time.perf_counter() - start)
+
+
+def _concatenate(parts: list[np.ndarray]) -> np.ndarray:
+    """The parts as one int64 array; empties ``parts`` as it goes (peak memory: the result + one part)."""
+    if not parts:
+        return np.zeros(0, np.int64)
+    out = np.empty(sum(p.size for p in parts), np.int64)
+    at = 0
+    parts.reverse()
+    while parts:
+        part = parts.pop()
+        out[at:at + part.size] = part
+        at += part.size
+    return out
+
+
+class _Series:
+    """A per-batch series built from single values (one batch) and whole arrays (a decode stretch)."""
+
+    def __init__(self, dtype) -> None:
+        self.dtype = dtype
+        self.chunks: list[np.ndarray] = []
+        self.values: list = []
+
+    def append(self, value) -> None:
+        self.values.append(value)
+
+    def extend(self, values: np.ndarray) -> None:
+        self._flush()
+        self.chunks.append(np.asarray(values, self.dtype))
+
+    def _flush(self) -> None:
+        if self.values:
+            self.chunks.append(np.asarray(self.values, self.dtype))
+            self.values = []
+
+    def array(self) -> np.ndarray:
+        self._flush()
+        return np.concatenate(self.chunks) if self.chunks else np.zeros(0, self.dtype)
 
 
 def _decode_stretch(s: _State, dec_ids: np.ndarray, M: int) -> int:

@@ -53,6 +53,7 @@ def validate_schedule(problem: BatchingProblem, schedule: Schedule, objective: s
     clock = 0.0
     per_batch: list[float] = []
     eviction_count = 0
+    held = holding = 0  # Σ kv and #{kv > 0}, kept as running totals (cost per entry, not per request)
 
     def bad(constraint: str, where: str, value: float, limit: float, message: str) -> None:
         violations.append(Violation(constraint, where, float(value), float(limit), message))
@@ -71,6 +72,8 @@ def validate_schedule(problem: BatchingProblem, schedule: Schedule, objective: s
                 eviction_count += 1
             if kv[i] >= Iin[i]:  # decode-phase victim: generated tokens become prompt
                 Iin[i] = kv[i] + 1
+            held -= kv[i]
+            holding -= kv[i] > 0
             kv[i] = 0
         tokens = prefill_tokens = square_sum = n_prefill = kv_read = n_decode = 0
         start = clock
@@ -105,21 +108,24 @@ def validate_schedule(problem: BatchingProblem, schedule: Schedule, objective: s
         per_batch.append(seconds)
         clock = start + seconds if entries else clock
         for i, c in entries.items():
+            was_holding = kv[i] > 0
             kv[i] += c
+            held += c
+            holding += (kv[i] > 0) - was_holding
             if kv[i] >= Iin[i] and produced[i] < reqs[i].output_len:
                 produced[i] += 1
                 if math.isnan(first_token[i]):
                     first_token[i] = clock
                 if produced[i] == reqs[i].output_len:
                     done_at[i] = clock
-        held = sum(kv)
         if held > problem.M:
             bad("M", where, held, problem.M, f"{where}: {held} KV tokens held > M={problem.M}")
-        holding = sum(1 for x in kv if x > 0)
         if holding > R_max:
             bad("R_max", where, holding, R_max, f"{where}: {holding} running requests > R_max={R_max}")
-        for i in range(n):  # finished requests release their KV after their last batch
-            if produced[i] >= reqs[i].output_len:
+        for i in entries:  # finished requests release their KV after their last batch (only a request
+            if produced[i] >= reqs[i].output_len:  # of this batch can hold KV once finished)
+                held -= kv[i]
+                holding -= kv[i] > 0
                 kv[i] = 0
     for i, r in enumerate(reqs):
         if produced[i] != r.output_len:

@@ -38,6 +38,20 @@ PRESET_NAMES = ("vllm", "sarathi", "sarathi-pc", "sarathi-nocp", "vllm-hy", "sar
 SCHEDULERS = ", ".join(PRESET_NAMES)
 
 
+#: Default of --max-work: the largest run of `simulate`, `solve` and `compare batching`, in request-batches
+#: (requests × batches of one simulated schedule).  Simulating and validating cost about 1 µs per
+#: request-batch (measured: 1,024 requests × 1,024 tokens under vLLM, 1.25·10^7, 4.7 s in all; 50 requests ×
+#: 10^6 tokens, 5·10^7, 56 s and 3.7 GB).  The default admits 1,024 × 1,024 under every preset (≤ 1.7·10^7)
+#: and refuses the 50 × 10^6 instance in about a second with one line.  `simulate` counts the batches of the
+#: schedule it builds (and stops at the first one too many); `solve` and `compare` check a lower bound
+#: (`planner.batching.scheduler.min_batches`) before running the presets.
+MAX_WORK = 30_000_000
+
+MaxWorkOption = typer.Option(
+    MAX_WORK, "--max-work",
+    help="refuse a run whose simulated schedule would exceed this many request-batches (requests × batches; "
+         "the simulator and the validator replay each one)")
+
 #: Title of `planner solve batching`'s table by the status of the result.
 SOLVE_TITLES = {"optimal": "Optimal schedule", "feasible": "Best schedule found (optimality not proven)",
                 "infeasible": "No schedule (infeasible)", "no_solution": "No schedule found",
@@ -54,6 +68,28 @@ def _load(instance: Path) -> BatchingProblem:
     except InfeasibleError as exc:
         raise InputError(instance, "limits.M", str(exc)) from None
     return problem
+
+
+def _check_max_work(max_work: int) -> None:
+    if max_work < 1:
+        raise PlannerError(f"--max-work must be at least 1, got {max_work}")
+
+
+def _too_much_work(instance: Path, requests: int, at_least: int, max_work: int, who: str) -> InputError:
+    """The one line for a run above --max-work: requests × (a lower bound on) batches."""
+    return InputError(instance, "requests",
+                      f"{requests:,} requests need at least {at_least:,} batches {who}, i.e. at least "
+                      f"{requests * at_least:,} request-batches to simulate and validate, above --max-work "
+                      f"{max_work:,} (raise it to run anyway)")
+
+
+def _check_work(instance: Path, problem: BatchingProblem, max_work: int) -> None:
+    """Refuse, before any simulation, an instance whose every preset schedule exceeds --max-work."""
+    from planner.batching.scheduler import min_batches
+
+    at_least = min_batches(problem, problem.C, problem.M, problem.running_limit)
+    if problem.n * at_least > max_work:
+        raise _too_much_work(instance, problem.n, at_least, max_work, "under the instance's limits")
 
 
 def solve_title(status: SolveStatus, name: str) -> str:
@@ -133,16 +169,16 @@ def simulate_batching_cmd(
     output: OutOption = None,
     force: ForceOption = False,
     per_request: int = typer.Option(10, "--per-request", help="rows of the per-request table to print"),
+    max_work: int = MaxWorkOption,
 ) -> None:
     """Simulate one scheduler (Algorithm 1 preset) on an instance under the §3.2 cost model."""
-    from planner.batching.scheduler import preset_config
+    from planner.batching.scheduler import MAX_LIMIT, WorkLimitError, preset_config
     from planner.batching.solve import run_scheduler
-
-    from planner.batching.scheduler import MAX_LIMIT
 
     for flag, value in (("--C", C), ("--P", P), ("--M", M), ("--R-max", R_max)):
         if value is not None and not 1 <= value <= MAX_LIMIT:
             raise PlannerError(f"{flag} must be between 1 and {MAX_LIMIT:,}, got {value}")
+    _check_max_work(max_work)
     problem = _load(instance)
     if P is not None and P > (C if C is not None else problem.C):
         raise PlannerError(f"--P {P} must not exceed C={C if C is not None else problem.C}")
@@ -150,7 +186,10 @@ def simulate_batching_cmd(
     if no_evict and not name.endswith("-ef"):
         name += "-ef"
     config = preset_config(name, C=C, P=P, M=M, R_max=R_max, rank=rank)
-    result = run_scheduler(problem, config)
+    try:  # the simulator stops at the first batch beyond the limit (or before starting, from its lower bound)
+        result = run_scheduler(problem, config, max_batches=max_work // problem.n)
+    except WorkLimitError as exc:
+        raise _too_much_work(instance, problem.n, exc.at_least, max_work, f"under {config.name}") from None
     _emit(instance, problem.name, result, json_out, output, force, f"Simulation: {problem.name} / {config.name}",
           per_request)
 
@@ -173,6 +212,7 @@ def solve_batching_cmd(
     force: ForceOption = False,
     per_request: int = typer.Option(10, "--per-request", help="rows of the per-request table to print"),
     formulation: str = typer.Option("auto", help="auto (the per-request path model where it applies), paths or bigm"),
+    max_work: int = MaxWorkOption,
 ) -> None:
     """Solve the §3.3 optimal batch-schedule MIP (warm-started from the best preset or lazy schedule)."""
     from planner.batching.scheduler import preset_config
@@ -190,7 +230,9 @@ def solve_batching_cmd(
         raise PlannerError(f"--goal-factor must be a positive number, got {goal_factor}")
     if goal_scheduler is not None:
         preset_config(goal_scheduler)
+    _check_max_work(max_work)
     problem = _load(instance)
+    _check_work(instance, problem, max_work)
     result = solve_batching(problem, objective=objective, solver=solver, time_limit=time_limit, threads=threads,
                             seed=seed, batches=batches, goal_scheduler=goal_scheduler, goal_factor=goal_factor,
                             formulation=formulation)
@@ -206,6 +248,7 @@ def compare_batching_cmd(
     no_mip: bool = typer.Option(False, "--no-mip", help="skip the MIP; gaps are to the lower bound"),
     seed: SeedOption = 0,
     json_out: JsonOption = False,
+    max_work: int = MaxWorkOption,
 ) -> None:
     """Every preset scheduler and the searched heuristics vs the MIP optimum (or the lower bound)."""
     from planner.batching.solve import heuristic_results, lower_bound, search_heuristic_results, solve_batching
@@ -213,7 +256,9 @@ def compare_batching_cmd(
 
     check_solver_name(solver)
     check_run_options(time_limit)
+    _check_max_work(max_work)
     problem = _load(instance)
+    _check_work(instance, problem, max_work)
     heur = heuristic_results(problem)
     searched = search_heuristic_results(problem, seed=seed, time_limit=time_limit)
     mip = None if no_mip else solve_batching(problem, solver=solver, time_limit=time_limit, seed=seed,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
-from planner.cli.common import ForceOption, JsonOption, SeedOption, SolveProgress, out, to_json, write_output
+from planner.cli.common import ForceOption, JsonOption, SeedOption, SolveProgress, out, to_json
 from planner.cli.placement import check_positive, make_options, make_slos, resolve_serving
 from planner.errors import PlannerError
 
@@ -37,6 +37,58 @@ def _check_size(rate: float | None, duration: float, heartbeat: float, rate_opti
     if duration / heartbeat > MAX_HEARTBEATS:
         raise PlannerError(f"--duration / --heartbeat: {duration:g} s at {heartbeat:g} s per heartbeat is "
                            f"{duration / heartbeat:.3g} heartbeats; at most {MAX_HEARTBEATS:,} can be simulated")
+
+
+#: The tables `planner replay --out PREFIX` writes: PREFIX.<name>.csv each.
+OUT_TABLES = ("requests", "heartbeats")
+
+
+def _out_paths(prefix: Path | None) -> list[Path]:
+    return [] if prefix is None else [Path(f"{prefix}.{name}.csv") for name in OUT_TABLES]
+
+
+def _check_out_paths(paths: list[Path], force: bool) -> None:
+    """Every output is writable before anything is written (never one table of two); no overwrite without --force."""
+    for path in paths:
+        if path.is_dir():
+            raise PlannerError(f"--out {path}: is a directory; give a file name")
+        if path.exists() and not force:
+            raise PlannerError(f"{path}: already exists; pass --force to overwrite it")
+
+
+def _write_all(files: list[tuple[Path, str]], force: bool) -> None:
+    """Write every file or none: each goes to a temporary file first, then all are renamed into place.
+    On a failure the temporary files, and any table this call created, are removed."""
+    import contextlib
+    import os
+
+    _check_out_paths([path for path, _ in files], force)  # again: a file may have appeared meanwhile
+    temps: list[tuple[Path, Path, bool]] = []
+    current = files[0][0] if files else None
+    try:
+        for path, text in files:
+            current = path
+            tmp = path.with_name(f".{path.name}.tmp")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            temps.append((tmp, path, path.exists()))
+            tmp.write_text(text)
+        placed: list[Path] = []
+        try:
+            for tmp, path, _ in temps:
+                current = path
+                os.replace(tmp, path)
+                placed.append(path)
+        except OSError:
+            for (_, path, existed) in temps:
+                if path in placed and not existed:
+                    with contextlib.suppress(OSError):
+                        path.unlink()
+            raise
+    except OSError as error:
+        for tmp, _, _ in temps:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+        raise PlannerError(f"--out {current}: cannot write ({error.strerror or error})") from None
 
 
 def _check_method(method: str) -> None:
@@ -100,6 +152,8 @@ def replay_cmd(
     _check_size(rate, duration, heartbeat)
     if trace is not None and trace.is_dir():
         raise PlannerError(f"{trace}: is a directory, expected a trace file")
+    out_paths = _out_paths(output)
+    _check_out_paths(out_paths, force)  # before the replay: a refusal costs nothing and writes nothing
     llm, gpu_spec, _, cost = resolve_serving(model, gpu, tensor_parallel, cost_model)
     slos = make_slos(ttft, atgt, cost)
     dist = find_distribution(workload)
@@ -114,9 +168,9 @@ def replay_cmd(
             slos=slos, options=make_options(mode, strictness, kv_headroom), heartbeat_s=heartbeat,
             method=method, rebalance=rebalance, predictor=dist, seed=seed,
         )
-    if output is not None:
-        for name, frame in (("requests", result.requests), ("heartbeats", result.heartbeats)):
-            write_output(Path(f"{output}.{name}.csv"), frame.to_csv(index=False), force)
+    if out_paths:
+        frames = {"requests": result.requests, "heartbeats": result.heartbeats}
+        _write_all([(path, frames[name].to_csv(index=False)) for path, name in zip(out_paths, OUT_TABLES)], force)
     summary = result.to_dict()
     if json_out:
         print(to_json(summary))

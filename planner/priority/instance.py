@@ -18,7 +18,10 @@
 Every problem becomes one `InputError` line naming the file and field (``jobs[2].slo_tpot_ms``),
 never an echo of the whole input.  Numbers must be numbers (YAML true/false are rejected), lengths
 are at most `planner.priority.problem.MAX_JOB_TOKENS`, a job gives only the SLOs of its kind, and a ``b_max`` above the
-number of jobs is stored as the number of jobs (it allows no other plans).
+number of jobs is stored as the number of jobs (it allows no other plans).  ``memory`` values are finite
+numbers with ``0 < memory_gb ≤ MAX_MEMORY_GB``, ``0 < utility ≤ 1`` and ``kv_bytes_per_token ≥ 1``
+(`memory_capacity`); explicit ``exec_ms`` / ``prefill_ms`` entries are finite and at most
+`planner.priority.problem.MAX_LATENCY_MS` (SLOs may be ``.inf``: a best-effort job).
 """
 
 from __future__ import annotations
@@ -82,15 +85,7 @@ def load_priority_instance(path: Path | str, b_max: int | None = None) -> Priori
     if memory is not None:
         if capacity is not None:
             raise InputError(path, "memory", "give either token_capacity or memory, not both")
-        if not isinstance(memory, dict) or set(memory) != {"memory_gb", "utility", "kv_bytes_per_token"}:
-            raise InputError(path, "memory", "needs exactly memory_gb, utility and kv_bytes_per_token")
-        flags = [key for key, value in memory.items() if isinstance(value, bool)]
-        if flags:
-            raise InputError(path, f"memory.{flags[0]}", "expected a number, got a boolean")
-        try:
-            capacity = token_num(float(memory["memory_gb"]) * 1e9, float(memory["utility"]), float(memory["kv_bytes_per_token"]))
-        except (TypeError, ValueError, PlannerError) as exc:
-            raise InputError(path, "memory", str(exc)) from None
+        capacity = memory_capacity(path, memory)
     payload = {
         "name": data.get("name", path.stem),
         "description": data.get("description", ""),
@@ -104,6 +99,67 @@ def load_priority_instance(path: Path | str, b_max: int | None = None) -> Priori
     except ValidationError as exc:
         field, problem = describe_validation_error(exc)
         raise InputError(path, field, problem) from None
+
+
+#: Largest ``memory.memory_gb`` accepted (a petabyte per instance): far above any GPU server, and it keeps
+#: memory_gb · 10^9 · utility / kv_bytes_per_token a finite number.
+MAX_MEMORY_GB = 1e6
+#: Smallest ``memory.kv_bytes_per_token`` accepted: one byte (real models store kilobytes to megabytes).
+MIN_KV_BYTES_PER_TOKEN = 1.0
+
+
+def memory_capacity(path: Path | str, memory: Any) -> int:
+    """Eq. 20 from an instance's ``memory:`` mapping; every problem is one line naming ``memory.<field>``.
+
+    Each value must be a finite number (a boolean is refused; text that reads as a number, such as ``5e5``,
+    which YAML leaves as text, is taken as that number): ``0 < memory_gb ≤ MAX_MEMORY_GB``,
+    ``0 < utility ≤ 1``, ``kv_bytes_per_token ≥ MIN_KV_BYTES_PER_TOKEN``; and the capacity must hold a token."""
+    import math
+
+    keys = ("memory_gb", "utility", "kv_bytes_per_token")
+    if not isinstance(memory, dict) or set(memory) != set(keys):
+        raise InputError(path, "memory", "needs exactly memory_gb, utility and kv_bytes_per_token")
+    values: dict[str, float] = {}
+    for key in keys:
+        value = memory[key]
+        if isinstance(value, bool):
+            raise InputError(path, f"memory.{key}", "expected a number, got a boolean")
+        if not isinstance(value, (int, float, str)):
+            raise InputError(path, f"memory.{key}", f"expected a number, got {_shown(value)}")
+        try:  # text too: YAML reads 5e5 (no dot) as the text "5e5"
+            number = float(value)
+        except OverflowError:  # an integer beyond the float range
+            number = math.inf
+        except ValueError:
+            raise InputError(path, f"memory.{key}", f"expected a number, got {_shown(value)}") from None
+        if not math.isfinite(number):
+            raise InputError(path, f"memory.{key}", f"must be a finite number, got {number}")
+        values[key] = number
+    memory_gb, utility, per_token = values["memory_gb"], values["utility"], values["kv_bytes_per_token"]
+    if not 0 < memory_gb <= MAX_MEMORY_GB:
+        raise InputError(path, "memory.memory_gb", f"must be positive and at most {MAX_MEMORY_GB:g}, got {memory_gb:g}")
+    if not 0 < utility <= 1:
+        raise InputError(path, "memory.utility", f"must be in (0, 1] (the fraction of memory used), got {utility:g}")
+    if per_token < MIN_KV_BYTES_PER_TOKEN:
+        raise InputError(path, "memory.kv_bytes_per_token",
+                         f"must be at least {MIN_KV_BYTES_PER_TOKEN:g} byte, got {per_token:g}")
+    capacity = token_num(memory_gb * 1e9, utility, per_token)
+    if capacity < 1:
+        raise InputError(path, "memory", f"holds no token: {memory_gb:g} GB × {utility:g} / {per_token:g} bytes per "
+                                         "token < 1 (Eq. 20)")
+    return capacity
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return f"the text {value!r}" if len(value) <= 40 else "a text"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__
 
 
 def check_bilinear_coefficients(path: Path | str, model: BilinearCostModel) -> None:

@@ -48,6 +48,12 @@ MAX_JOB_TOKENS = MAX_REQUEST_TOKENS
 validator's per-token arrays small (a typo such as 10**12 tokens is an error, not a MemoryError)."""
 
 
+MAX_LATENCY_MS = 1e12
+"""Largest entry of an explicit ``exec_ms`` / ``prefill_ms`` table (about 32 years): far above any real
+latency, far below the float range, so that sums of latencies over many jobs stay finite (an infinite
+latency made G = 0 and the TPOT of Eq. 19 NaN)."""
+
+
 class FieldError(ValueError):
     """A validation problem of one named field (relative to the model that raises it); the loader
     turns it into ``<file>: <field>: <problem>`` instead of echoing the whole input."""
@@ -94,6 +100,15 @@ class PriorityJob(Frozen):
     def _length_in_reach(cls, value: int) -> int:
         if value > MAX_JOB_TOKENS:
             raise ValueError(f"must be at most {MAX_JOB_TOKENS:,} tokens, got {value:,}")
+        return value
+
+    @field_validator("exec_ms", "prefill_ms")
+    @classmethod
+    def _finite_latencies(cls, value: tuple[float, ...] | None) -> tuple[float, ...] | None:
+        for k, ms in enumerate(value or ()):
+            if not (math.isfinite(ms) and ms <= MAX_LATENCY_MS):
+                raise ValueError(f"entry {k} (batch size {k + 1}) must be a finite number of at most "
+                                 f"{MAX_LATENCY_MS:g} ms, got {ms:g}")
         return value
 
     @model_validator(mode="after")

@@ -1,0 +1,62 @@
+"""`planner replay --out PREFIX` writes PREFIX.requests.csv and PREFIX.heartbeats.csv: both or neither.
+An existing table is refused (without --force) before the replay runs and before anything is written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import assert_one_line, run_cli
+
+REPLAY = ("replay", "--rate", "1", "--duration", "8")
+
+
+def leftovers(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir())
+
+
+@pytest.mark.parametrize("existing", ["requests", "heartbeats"])
+def test_an_existing_table_is_refused_and_nothing_is_written(monkeypatch, capsys, tmp_path, existing):
+    kept = tmp_path / f"run.{existing}.csv"
+    kept.write_text("the user's own table\n")
+    code, out, err = run_cli(monkeypatch, capsys, *REPLAY, "--out", str(tmp_path / "run"))
+    assert_one_line(code, err, f"run.{existing}.csv: already exists; pass --force to overwrite it")
+    assert out == ""  # refused before the replay: no result table either
+    assert leftovers(tmp_path) == [kept.name]  # the other table was not written (it was, before the fix)
+    assert kept.read_text() == "the user's own table\n"
+
+
+def test_both_tables_are_written_then_refused_then_forced(monkeypatch, capsys, tmp_path):
+    prefix = str(tmp_path / "run")
+    code, _, err = run_cli(monkeypatch, capsys, *REPLAY, "--out", prefix)
+    assert code == 0, err
+    assert leftovers(tmp_path) == ["run.heartbeats.csv", "run.requests.csv"]
+    first = {name: (tmp_path / name).read_text() for name in leftovers(tmp_path)}
+    assert len(pd.read_csv(tmp_path / "run.requests.csv")) > 0
+    code, _, err = run_cli(monkeypatch, capsys, *REPLAY, "--out", prefix)
+    assert_one_line(code, err, "already exists; pass --force to overwrite it")
+    assert {name: (tmp_path / name).read_text() for name in leftovers(tmp_path)} == first
+    code, _, err = run_cli(monkeypatch, capsys, *REPLAY, "--out", prefix, "--force")
+    assert code == 0, err
+    assert {name: (tmp_path / name).read_text() for name in leftovers(tmp_path)} == first  # same seed, same tables
+
+
+def test_a_table_that_cannot_be_written_leaves_no_other_table_behind(monkeypatch, capsys, tmp_path):
+    # The second table's temporary file is blocked by a directory: the write fails after the first table
+    # was prepared; neither table nor any temporary file may remain (the directory is the user's: kept).
+    blocker = tmp_path / ".run.heartbeats.csv.tmp"
+    blocker.mkdir()
+    code, _, err = run_cli(monkeypatch, capsys, *REPLAY, "--out", str(tmp_path / "run"))
+    assert_one_line(code, err, "--out", "run.heartbeats.csv: cannot write")
+    assert leftovers(tmp_path) == [blocker.name]
+    assert blocker.is_dir()
+
+
+def test_an_out_prefix_naming_a_directory_is_refused_up_front(monkeypatch, capsys, tmp_path):
+    (tmp_path / "run.requests.csv").mkdir()
+    code, out, err = run_cli(monkeypatch, capsys, *REPLAY, "--out", str(tmp_path / "run"), "--force")
+    assert_one_line(code, err, "run.requests.csv: is a directory; give a file name")
+    assert out == ""
+    assert leftovers(tmp_path) == ["run.requests.csv"]
