@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import REPO, assert_one_line, run_cli
 
 SRC = REPO / "instances" / "placement" / "sharegpt-70b-a100-n40.yaml"
 
@@ -97,3 +97,105 @@ def test_unsorted_traces_are_sorted(monkeypatch, capsys, tmp_path):
     code, out, err = run_cli(monkeypatch, capsys, "replay", "--trace", str(csv), "--duration", "20", "--json")
     assert code == 0, err
     assert json.loads(out)["slo_attainment"] >= 0
+
+
+# ---- scenario fields and request cells refused at load (one line naming file, field / row and column) ----
+
+HEARTBEAT = REPO / "instances" / "placement" / "azure-conv-70b-a100-heartbeat.yaml"  # has ongoing rows
+COST = REPO / "models" / "aladdin" / "llama-2-70b__a100-80gb-sxm__tp2.yaml"
+
+
+@pytest.fixture
+def heartbeat(tmp_path: Path) -> Path:
+    """A copy of the shipped heartbeat instance (new and ongoing rows), absolute cost-model path."""
+    import yaml
+
+    data = yaml.safe_load(HEARTBEAT.read_text())
+    data["cost_model"] = str(COST)
+    data["requests"] = "requests.csv"
+    (tmp_path / "requests.csv").write_text(HEARTBEAT.with_suffix(".csv").read_text())
+    path = tmp_path / "inst.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _set_yaml(path: Path, key: str, value) -> None:
+    import yaml
+
+    data = yaml.safe_load(path.read_text())
+    target = data
+    *parents, last = key.split(".")
+    for part in parents:
+        target = target[part]
+    target[last] = value
+    path.write_text(yaml.safe_dump(data))
+
+
+def _set_cell(path: Path, ongoing: bool, column: str, value: str) -> int:
+    """Set ``column`` of the first new (or ongoing) row; its 1-based data-row number."""
+    csv = path.parent / "requests.csv"
+    lines = csv.read_text().splitlines()
+    header = lines[0].split(",")
+    for k in range(1, len(lines)):
+        cells = lines[k].split(",")
+        if bool(cells[header.index("worker")]) == ongoing:
+            cells[header.index(column)] = value
+            lines[k] = ",".join(cells)
+            csv.write_text("\n".join(lines) + "\n")
+            return k
+    raise AssertionError("no such row")
+
+
+@pytest.mark.parametrize("key, value, needles", [
+    # an empty cost_model resolved to the scenario's directory and was reported against "." (no field)
+    ("cost_model", "", ["inst.yaml: cost_model: empty"]),
+    ("cost_model", "   ", ["inst.yaml: cost_model: empty"]),
+    ("cost_model", ".", ["inst.yaml: cost_model:", "is a directory"]),
+    ("requests", "", ["inst.yaml: requests: empty"]),
+    ("requests", ".", ["inst.yaml: requests:", "is a directory"]),
+    # a number where a model name is expected was reported as field "model.str"
+    ("model", 5, ["inst.yaml: model: expected a catalog name or a mapping of fields, got 5"]),
+    ("gpu", [1], ["inst.yaml: gpu: expected a catalog name or a mapping of fields, got [1]"]),
+    # YAML booleans are not numbers (true was read as 1)
+    ("tensor_parallel", True, ["inst.yaml: tensor_parallel: expected a number, got true"]),
+    ("memory_utilization", True, ["inst.yaml: memory_utilization: expected a number, got true"]),
+    ("placement.strictness", True, ["inst.yaml: placement.strictness: expected a number, got true"]),
+    ("placement.max_workers", True, ["inst.yaml: placement.max_workers: expected a number, got true"]),
+    ("price_per_hour", float("inf"), ["inst.yaml: price_per_hour:", "finite"]),
+])
+def test_scenario_field_errors_name_the_field(monkeypatch, capsys, heartbeat, key, value, needles):
+    _set_yaml(heartbeat, key, value)
+    code, _, err = run_cli(monkeypatch, capsys, "solve", "placement", str(heartbeat))
+    line = assert_one_line(code, err, *needles)
+    assert ".: " not in line and "model.str" not in line
+
+
+@pytest.mark.parametrize("ongoing, column, value, needles", [
+    # decode_s = inf reached the MIP, which reported "infeasible" with exit 0
+    (True, "decode_s", "inf", ["must be a finite number, got inf"]),
+    (True, "decode_s", "-inf", ["must be a finite number, got -inf"]),
+    (True, "decode_s", "nan", ["not a number: 'nan'"]),
+    (False, "arrival_s", "inf", ["must be a finite number, got inf"]),
+    (True, "generated_tokens", "inf", ["must be a whole number, got 'inf'"]),
+    (True, "worker", "inf", ["must be a whole number, got 'inf'"]),
+    (False, "input_tokens", "inf", ["must be a whole number, got 'inf'"]),
+    # a huge prediction on an ongoing row allocated terabytes ("internal error: MemoryError")
+    (True, "predicted_output_tokens", "1000000000000", ["less than or equal to 1000000"]),
+    (True, "generated_tokens", "2000000", ["less than or equal to 1000000"]),
+])
+def test_non_finite_or_huge_request_cells_are_refused_at_load(monkeypatch, capsys, heartbeat, ongoing, column, value,
+                                                              needles):
+    row = _set_cell(heartbeat, ongoing, column, value)
+    code, _, err = run_cli(monkeypatch, capsys, "solve", "placement", str(heartbeat))
+    assert_one_line(code, err, f"requests.csv: row {row}, column {column}:", *needles)
+
+
+def test_ongoing_state_refuses_non_finite_decode_time():
+    from pydantic import ValidationError
+
+    from planner.placement.problem import OngoingState
+
+    for bad in (float("inf"), float("nan")):
+        with pytest.raises(ValidationError):
+            OngoingState(worker=0, generated_tokens=3, decode_s=bad)
+    assert OngoingState(worker=0, generated_tokens=3, decode_s=0.2).decode_s == 0.2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -97,11 +98,12 @@ def solve_placement_cmd(
 
     check_solver_name(solver)
     check_run_options(time_limit, threads)
+    started = time.perf_counter()  # --time-limit covers reading the instance too
     problem = load_placement_instance(instance)
     with SolveProgress(enabled=not verbose, unit=" workers") as progress:
         result = solve_placement(
             problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed,
-            verbose=verbose, progress=progress, phase=progress.phase,
+            verbose=verbose, progress=progress, phase=progress.phase, started=started,
         )
     payload = {"instance": str(instance), "name": problem.name, **result.to_dict()}
     text = to_json(payload)
@@ -134,11 +136,12 @@ def compare_placement_cmd(
 
     check_solver_name(solver)
     check_run_options(time_limit, threads)
+    started = time.perf_counter()  # --time-limit covers reading the instance too
     problem = load_placement_instance(instance)
     with SolveProgress(unit=" workers") as progress:
         heuristics, mip = compare_placement(
             problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed,
-            progress=progress, phase=progress.phase,
+            progress=progress, phase=progress.phase, started=started,
         )
     best_bound = mip.bound
     optimum = mip.objective if mip.proven_optimal else None

@@ -123,7 +123,7 @@ def make_slots(problem: PlacementProblem, num_candidates: int, symmetry_breaking
     rank[np.array(order, dtype=np.int64)] = np.arange(len(order))
     req_parts, slot_parts = [], []
     for k, load in enumerate(ongoing_loads(a)):
-        fits = np.array([i for i in new if load.fits(int(i))], dtype=np.int64)
+        fits = new[load.fits_many(new)].astype(np.int64)
         req_parts.append(fits)
         slot_parts.append(np.full(fits.size, k, dtype=np.int64))
     for u in range(num_candidates):
@@ -209,7 +209,8 @@ def _class_rows(
             L, const = float(limit[req].max()), 0.0
         else:
             L, const = float(min(ongoing_limit[slot], limit[req].max())), float(ongoing_load[slot])
-        tighter = sorted({float(t) for t in limit[req] if t < L * (1 - 1e-12)})
+        values = limit[req]
+        tighter = [float(t) for t in np.unique(values[values < L * (1 - 1e-12)])]
         plan.append((slot, cols_s, req, L, const, tighter))
     z_slots = [(slot, t) for slot, _, _, _, _, tighter in plan for t in tighter]
     z = b.add_binaries(indicator_name, len(z_slots)) if z_slots else None
@@ -624,14 +625,18 @@ def _warm_start_vector(pm: PlacementModel, problem: PlacementProblem, solution: 
             if not 0 <= lab - base < s.num_candidates:
                 return None
             slot_of[lab] = s.num_ongoing + lab - base
-    pair = {(int(r), int(sl)): c for c, (r, sl) in enumerate(zip(s.pair_request, s.pair_slot))}
+    # column of each (request, slot) pair: pairs keyed request·slots + slot, looked up by binary search
+    keys = s.pair_request.astype(np.int64) * s.num_slots + s.pair_slot
+    order = np.argsort(keys, kind="stable")
+    new = np.flatnonzero(a.is_new)
+    wanted = new.astype(np.int64) * s.num_slots + np.array([slot_of[int(assignment[i])] for i in new], dtype=np.int64)
+    sorted_keys = keys[order]
+    at = np.searchsorted(sorted_keys, wanted)
+    if (at >= sorted_keys.size).any() or not np.array_equal(sorted_keys[at], wanted):
+        return None  # a pair the model does not have (not eligible)
     values = np.zeros(pm.model.num_cols)
     xv = np.zeros(pm.assign.size)
-    for i in np.flatnonzero(a.is_new):
-        c = pair.get((int(i), slot_of[int(assignment[i])]))
-        if c is None:
-            return None
-        xv[c] = 1.0
+    xv[order[at]] = 1.0
     values[pm.assign.start : pm.assign.start + pm.assign.size] = xv
     for lab in first_rank:
         values[pm.open.start + slot_of[lab] - s.num_ongoing] = 1.0

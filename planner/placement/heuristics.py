@@ -27,11 +27,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from planner.errors import InfeasibleError
+from planner.errors import InfeasibleError, PlannerError
+from planner.placement import effort
 from planner.placement.bounds import lower_bound, precheck
 from planner.placement.problem import PlacementArrays, PlacementProblem
 from planner.placement.solution import PlacementSolution
-from planner.placement.state import WorkerLoad, first_new_label, ongoing_loads
+from planner.placement.state import LoadTable, WorkerLoad, first_new_label, ongoing_loads
 
 
 def _finish(problem: PlacementProblem, loads: list[WorkerLoad], method: str) -> PlacementSolution:
@@ -57,33 +58,44 @@ def capacity_norm_weight(problem: PlacementProblem) -> float:
     return k3 / k2 if k2 > 0 else 1.0
 
 
-def _greedy(
-    problem: PlacementProblem,
-    order: list[int],
-    rank: Callable[[list[WorkerLoad]], list[WorkerLoad]],
-    method: str,
-) -> PlacementSolution:
-    """Place requests in ``order`` on the first worker of ``rank(workers)`` that fits; else open one."""
+def _greedy(problem: PlacementProblem, order: list[int], by_norm: bool, method: str,
+            work: dict | None = None) -> PlacementSolution:
+    """Place requests in ``order`` on the first worker that fits; else open one.
+
+    Workers are tried most loaded first by ``capacity_norm`` (ties: lowest label) when ``by_norm``,
+    else in opening order.  `LoadTable` makes the same fit decisions as `WorkerLoad`, vectorised
+    over the workers.  ``work`` (optional) receives the work counts for the effort accounting.
+    """
     a = problem.arrays
     _require_feasible(a)
-    loads = ongoing_loads(a)
+    table = LoadTable(a, capacity_norm_weight(problem) if by_norm else 1.0)
+    assignment = np.array(a.ongoing_worker, copy=True)
     next_label = first_new_label(a)
     for i in order:
-        target = next((l for l in rank(loads) if l.fits(int(i))), None)
-        if target is None:
-            target = WorkerLoad(a, next_label)
+        i = int(i)
+        n = table.n
+        ok = table.scalar_fits(i)
+        if by_norm:
+            ranked = np.lexsort((np.arange(n), -table.norm[:n]))
+            rows = ranked[ok[ranked]]
+        else:
+            rows = np.flatnonzero(ok)
+        row = table.first_fit(i, rows)
+        if row is None:
+            row = table.open(next_label)
             next_label += 1
-            loads.append(target)
-        target.add(int(i))
-    return _finish(problem, loads, method)
+        table.add(row, i)
+        assignment[i] = table.labels[row]
+    if work is not None:
+        work.update(rows_checked=table.rows_checked, kv_checks=table.kv_checks, kv_cells=table.kv_cells,
+                    workers=table.n)
+    return PlacementSolution.from_array(a.request_ids, assignment, method, problem.worker.tensor_parallel)
 
 
-def best_fit(problem: PlacementProblem) -> PlacementSolution:
+def best_fit(problem: PlacementProblem, work: dict | None = None) -> PlacementSolution:
     """Aladdin Alg. 1: arrival order, most loaded worker (by capacity_norm) first."""
-    weight = capacity_norm_weight(problem)
     order = sorted(problem.arrays.new_indices, key=lambda i: (problem.requests[i].arrival_s, i))
-    return _greedy(problem, order, lambda loads: sorted(loads, key=lambda l: (-l.capacity_norm(weight), l.label)),
-                   "best_fit")
+    return _greedy(problem, order, True, "best_fit", work)
 
 
 def normalised_size(a: PlacementArrays) -> np.ndarray:
@@ -96,11 +108,11 @@ def normalised_size(a: PlacementArrays) -> np.ndarray:
     return np.max(np.vstack(shares), axis=0)
 
 
-def first_fit_decreasing(problem: PlacementProblem) -> PlacementSolution:
+def first_fit_decreasing(problem: PlacementProblem, work: dict | None = None) -> PlacementSolution:
     """Largest normalised size first, each on the first worker (in opening order) where it fits."""
     size = normalised_size(problem.arrays)
     order = sorted(problem.arrays.new_indices, key=lambda i: (-size[i], i))
-    return _greedy(problem, order, lambda loads: loads, "first_fit_decreasing")
+    return _greedy(problem, order, False, "first_fit_decreasing", work)
 
 
 Chooser = Callable[[list[WorkerLoad], int, np.random.Generator], WorkerLoad]
@@ -129,9 +141,12 @@ class _RoundRobin:
 
 
 def _route_fixed_pool(
-    problem: PlacementProblem, num_workers: int, make_chooser: Callable[[], Chooser], seed: int
+    problem: PlacementProblem, num_workers: int, make_chooser: Callable[[], Chooser], seed: int,
+    work: dict | None = None,
 ) -> list[WorkerLoad] | None:
-    """Route new requests over ``num_workers`` workers; None as soon as a constraint breaks."""
+    """Route new requests over ``num_workers`` workers; None as soon as a constraint breaks.
+
+    ``work`` (optional) receives ``routed``: the requests routed, the last one included."""
     a = problem.arrays
     loads = ongoing_loads(a)
     label = first_new_label(a)
@@ -140,11 +155,17 @@ def _route_fixed_pool(
         label += 1
     chooser = make_chooser()
     rng = np.random.default_rng(seed)
-    for i in sorted(a.new_indices, key=lambda i: (problem.requests[i].arrival_s, i)):
-        target = chooser(loads, int(i), rng)
-        if not target.fits(int(i)):
-            return None
-        target.add(int(i))
+    routed = 0
+    try:
+        for i in sorted(a.new_indices, key=lambda i: (problem.requests[i].arrival_s, i)):
+            routed += 1
+            target = chooser(loads, int(i), rng)
+            if not target.fits(int(i)):
+                return None
+            target.add(int(i))
+    finally:
+        if work is not None:
+            work["routed"] = routed
     return [l for l in loads if l.requests]
 
 
@@ -152,13 +173,40 @@ def _route_fixed_pool(
 POOL_SEARCH_FACTOR = 4
 
 
-def _smallest_pool(problem: PlacementProblem, method: str, make_chooser: Callable[[], Chooser], seed: int) -> PlacementSolution:
+class SearchStopped(PlannerError):
+    """A heuristic's search was stopped by its time budget before it found a plan."""
+
+
+#: ``budget(seconds)``: may a step of about ``seconds`` nominal seconds still run?  ``charge(seconds)``: it ran.
+Budget = tuple[Callable[[float], bool], Callable[[float], None]]
+
+
+def _smallest_pool(problem: PlacementProblem, method: str, make_chooser: Callable[[], Chooser], seed: int,
+                   budget: Budget | None = None) -> PlacementSolution:
+    """The smallest pool, from the lower bound up, on which the routing meets every constraint.
+
+    With a ``budget`` (`compare_placement` under a time limit), each pool size tried is charged
+    `effort.pool_attempt_seconds` of its counted work, and the search stops — `SearchStopped` —
+    when the next size (estimated as the last one) would not fit: deterministic, like the counts.
+    """
     a = problem.arrays
     _require_feasible(a)
     start = max(lower_bound(a).value, a.num_ongoing_workers, 1)
     stop = a.num_ongoing_workers + POOL_SEARCH_FACTOR * max(len(a.new_indices), 1)
+    last = 0.0
     for w in range(start, stop + 1):
-        loads = _route_fixed_pool(problem, w, make_chooser, seed)
+        if budget is not None and not budget[0](last):
+            raise SearchStopped(
+                "stopped by the time limit before trying a pool size" if w == start else
+                f"stopped by the time limit after pool size {start} (its routing breaks a constraint there)"
+                if w == start + 1 else
+                f"stopped by the time limit after pool sizes {start} to {w - 1} (its routing breaks a constraint on each)"
+            )
+        work: dict = {}
+        loads = _route_fixed_pool(problem, w, make_chooser, seed, work)
+        if budget is not None:
+            last = effort.pool_attempt_seconds(method, w, work["routed"])
+            budget[1](last)
         if loads is not None:
             return _finish(problem, loads, method)
     raise InfeasibleError(
@@ -167,16 +215,16 @@ def _smallest_pool(problem: PlacementProblem, method: str, make_chooser: Callabl
     )
 
 
-def jsq(problem: PlacementProblem, seed: int = 0) -> PlacementSolution:
-    return _smallest_pool(problem, "jsq", lambda: _jsq, seed)
+def jsq(problem: PlacementProblem, seed: int = 0, budget: Budget | None = None) -> PlacementSolution:
+    return _smallest_pool(problem, "jsq", lambda: _jsq, seed, budget)
 
 
-def power_of_two(problem: PlacementProblem, seed: int = 0) -> PlacementSolution:
-    return _smallest_pool(problem, "power_of_two", lambda: _power_of_two, seed)
+def power_of_two(problem: PlacementProblem, seed: int = 0, budget: Budget | None = None) -> PlacementSolution:
+    return _smallest_pool(problem, "power_of_two", lambda: _power_of_two, seed, budget)
 
 
-def round_robin(problem: PlacementProblem, seed: int = 0) -> PlacementSolution:
-    return _smallest_pool(problem, "round_robin", _RoundRobin, seed)
+def round_robin(problem: PlacementProblem, seed: int = 0, budget: Budget | None = None) -> PlacementSolution:
+    return _smallest_pool(problem, "round_robin", _RoundRobin, seed, budget)
 
 
 HEURISTICS: dict[str, Callable[..., PlacementSolution]] = {

@@ -18,19 +18,24 @@ formulation:
 
 It stops at the lower bound (then the plan is proven optimal), after
 ``max_rounds`` rounds or ``max_stall`` rounds without progress, or when the time
-budget is spent.  The rounds are deterministic for a given seed; only a binding
-time budget (or a sub-MIP time limit) makes the outcome depend on machine speed.  Every
-accepted state is a feasible placement of the whole problem, because the
-constraints of a worker involve only its own requests.
+budget is spent.  The budget is spent in *nominal* seconds (`planner.core.work.WorkClock`):
+each round is charged `effort.repack_round_seconds` of its sub-MIP's size and node
+count, both deterministic, and a round starts only if one as costly as the last still
+fits, so the rounds run — and the plan — are the same on every run for a seed and budget.  The wall clock is a guard only (the budget's share
+`WALL_GUARD_SHARE`, or the caller's ``deadline``); when it stops the search, or a
+sub-MIP stops on its time limit, ``info["wall_cut"]`` says so.  Every accepted state
+is a feasible placement of the whole problem, because the constraints of a worker
+involve only its own requests.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 
 import numpy as np
 
+from planner.core.work import WorkClock
+from planner.placement import effort
 from planner.placement.formulation import build_model
 from planner.placement.heuristics import normalised_size
 from planner.placement.problem import PlacementProblem
@@ -67,17 +72,29 @@ def repack(
     max_rounds: int = 150,
     solver: str = "highs",
     seed: int = 0,
+    deadline: float | None = None,
+    info: dict | None = None,
 ) -> PlacementSolution:
-    """Improve ``solution`` by emptying workers; stop at ``target_workers`` (a lower bound)."""
+    """Improve ``solution`` by emptying workers; stop at ``target_workers`` (a lower bound).
+
+    ``time_budget``: nominal seconds of rounds (`effort.repack_round_seconds`); ``deadline``: the
+    `time.perf_counter` time of the wall-clock guard (default: `WALL_GUARD_SHARE` of the budget from
+    now; ``math.inf``: no guard, fully repeatable).  ``info`` (optional) receives
+    ``rounds``, ``nominal_seconds`` and ``wall_cut``.
+    """
     a = problem.arrays
     rng = np.random.default_rng(seed)
     size = normalised_size(a)
     assignment = solution.as_array().copy()
     ongoing_labels = set(int(w) for w in a.ongoing_labels)
-    deadline = time.perf_counter() + time_budget
+    clock = WorkClock(max(float(time_budget), 0.0))
+    if deadline is not None and clock.time_limit:  # the caller's guard replaces the budget's own
+        clock.guard_share = max(deadline - clock.started, 0.0) / clock.time_limit
+    wall_cut = False
     stall = 0
     round_no = 0
-    while time.perf_counter() < deadline and stall < max_stall and round_no < max_rounds:
+    last = 0.0  # nominal seconds of the last round: the next one must fit in the budget too
+    while clock.time_limit and clock.allows(last) and stall < max_stall and round_no < max_rounds:
         labels = np.unique(assignment)
         if labels.size <= target_workers:
             break
@@ -115,10 +132,16 @@ def repack(
         start = pm.warm_start(sub, current)
         if start is not None:
             start[pm.open.start + 1 : pm.open.start + pm.open.size] = 1.0
-        remaining = min(sub_time_limit, max(deadline - time.perf_counter(), 0.05))
-        # Sub-MIPs stop on a node limit (deterministic) and a 1 % gap: any improvement is progress.
+        # Sub-MIPs stop on a node limit (deterministic) and a 1 % gap: any improvement is progress.  Their
+        # time limit is the wall-clock guard's time left (a guard: hitting it is reported as a wall cut).
+        guard_left = clock.guard_share * clock.time_limit - clock.wall_seconds()
+        remaining = min(sub_time_limit, max(guard_left, 0.05))
         out = solve(model, solver, SolveOptions(time_limit=remaining, node_limit=sub_node_limit, seed=seed,
                                                  warm_start=start, mip_rel_gap=0.01))
+        last = effort.repack_round_seconds(model.num_nonzeros, out.node_count or 0)
+        clock.charge(last)
+        if "time limit" in out.message.lower():
+            wall_cut = True
         round_no += 1
         if out.x is None or out.objective is None:
             stall += 1
@@ -135,6 +158,8 @@ def repack(
             label = int(slots.labels[slots.pair_slot[col]])
             assignment[members[sub_req]] = inverse.get(label, label)
         stall = 0
+    if info is not None:
+        info.update(rounds=round_no, nominal_seconds=round(clock.spent, 6), wall_cut=wall_cut or clock.wall_cut)
     # compact labels of opened workers in order of first use
     base = first_new_label(a)
     used = sorted({int(w) for w in assignment[a.is_new] if int(w) >= base})

@@ -27,15 +27,23 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import pandas as pd
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from planner.catalog import canonical_gpu_name, canonical_model_name, find_gpu, find_model, gpu_names, model_names
-from planner.core.io import format_validation_error, read_csv_table, read_yaml_mapping, resolve_relative, validate_model
+from planner.core.io import (
+    MAX_REQUEST_TOKENS,
+    NotBool,
+    format_validation_error,
+    read_csv_table,
+    read_yaml_mapping,
+    resolve_relative,
+    validate_model,
+)
 from planner.core.types import GPUSpec, LLMSpec, Request, SLOClass, SLOSet, WorkerConfig
 from planner.costmodels.files import load_cost_model
 from planner.costmodels.models import AladdinCostModel
@@ -49,6 +57,23 @@ REQUEST_COLUMNS = {
     "predicted_output_tokens": int,
 }
 OPTIONAL_COLUMNS = {"arrival_s": float, "slo_class": str, "worker": int, "generated_tokens": int, "decode_s": float}
+#: Token counts of a request (prompt, output, prediction, generated so far) are at most `MAX_REQUEST_TOKENS`,
+#: as in every family: the KV footprints are kept per future iteration.
+TOKEN_MAXIMUM = {col: MAX_REQUEST_TOKENS for col in
+                 ("input_tokens", "output_tokens", "predicted_output_tokens", "generated_tokens")}
+#: Float columns, which must be finite when given (``inf`` parses as a number; ``nan`` is refused as "not a number").
+FINITE_COLUMNS = ("arrival_s", "decode_s")
+
+
+def _name_or_fields(value: Any) -> Any:
+    """``model``/``gpu``: a catalog name or a mapping of fields; anything else is one message naming the
+    field itself (pydantic would name the union member it tried last, e.g. ``model.str``)."""
+    if isinstance(value, (str, dict)):
+        return value
+    raise ValueError(f"expected a catalog name or a mapping of fields, got {value!r}")
+
+
+NameOrFields = Annotated[str | dict[str, Any], BeforeValidator(_name_or_fields)]
 
 
 class PlacementScenario(BaseModel):
@@ -57,11 +82,11 @@ class PlacementScenario(BaseModel):
     family: Literal["placement"] = "placement"
     name: str = Field(min_length=1)
     description: str = ""
-    model: str | dict[str, Any]
-    gpu: str | dict[str, Any]
-    tensor_parallel: PositiveInt
-    memory_utilization: float = Field(1.0, gt=0.0, le=1.0)
-    price_per_hour: PositiveFloat | None = None
+    model: NameOrFields
+    gpu: NameOrFields
+    tensor_parallel: Annotated[int, NotBool, Field(gt=0)]
+    memory_utilization: Annotated[float, NotBool, Field(gt=0.0, le=1.0)] = 1.0
+    price_per_hour: Annotated[float, NotBool, Field(gt=0.0, allow_inf_nan=False)] | None = None
     cost_model: str
     slos: dict[str, SLOClass]
     placement: PlacementOptions = PlacementOptions()
@@ -90,8 +115,21 @@ def _same(a: str, b: str, canon) -> bool:  # noqa: ANN001
     return (canon(a) or a).lower() == (canon(b) or b).lower()
 
 
+def _check_finite(path: Path, table: pd.DataFrame) -> None:
+    """A float cell reading ``inf`` (or ``-inf``) is one line naming its row and column."""
+    for col in FINITE_COLUMNS:
+        if col not in table:
+            continue
+        values = table[col].to_numpy(dtype=float)
+        bad = np.flatnonzero(np.isinf(values))
+        if bad.size:
+            row = int(bad[0])
+            raise InputError(path, f"row {row + 1}, column {col}", f"must be a finite number, got {values[row]:g}")
+
+
 def read_requests(path: Path) -> tuple[tuple[Request, ...], dict[str, OngoingState]]:
-    table = read_csv_table(path, REQUEST_COLUMNS, OPTIONAL_COLUMNS)
+    table = read_csv_table(path, REQUEST_COLUMNS, OPTIONAL_COLUMNS, maximum=TOKEN_MAXIMUM)
+    _check_finite(path, table)
     requests: list[Request] = []
     ongoing: dict[str, OngoingState] = {}
     has_worker = "worker" in table
@@ -154,9 +192,7 @@ def load_placement_instance(path: Path | str) -> PlacementProblem:
     gpu = resolve_gpu(sc.gpu, path)
     if sc.price_per_hour is not None:
         gpu = gpu.model_copy(update={"price_per_hour": sc.price_per_hour})
-    cost_path = resolve_relative(path, sc.cost_model)
-    if not cost_path.exists():
-        raise InputError(path, "cost_model", f"file not found: {cost_path}")
+    cost_path = _referenced_file(path, "cost_model", sc.cost_model, "an aladdin cost-model file")
     cost = load_cost_model(cost_path)
     if not isinstance(cost, AladdinCostModel):
         raise InputError(path, "cost_model", f"{cost_path.name} is a {cost.kind} model; placement needs an aladdin model")
@@ -174,7 +210,7 @@ def load_placement_instance(path: Path | str) -> PlacementProblem:
     except ValidationError as exc:
         field, msg = format_validation_error(exc, "slos")
         raise InputError(path, field, msg) from None
-    req_path = resolve_relative(path, sc.requests)
+    req_path = _referenced_file(path, "requests", sc.requests, "a CSV of requests")
     requests, ongoing = read_requests(req_path)
     worker = WorkerConfig(gpu=gpu, tensor_parallel=sc.tensor_parallel, memory_utilization=sc.memory_utilization)
     try:
@@ -185,6 +221,19 @@ def load_placement_instance(path: Path | str) -> PlacementProblem:
     except ValidationError as exc:
         _, msg = format_validation_error(exc)
         raise _problem_error(msg, path, req_path) from None
+
+
+def _referenced_file(path: Path, field: str, value: str, what: str) -> Path:
+    """The file a scenario field names (relative to the scenario); an empty value, a missing file or a
+    directory is one line naming the field (not the directory an empty path resolves to)."""
+    if not value.strip():
+        raise InputError(path, field, f"empty; give the path of {what} (relative to this file)")
+    target = resolve_relative(path, value)
+    if not target.exists():
+        raise InputError(path, field, f"file not found: {target}")
+    if target.is_dir():
+        raise InputError(path, field, f"{target} is a directory, expected {what}")
+    return target
 
 
 def _problem_error(msg: str, yaml_path: Path, csv_path: Path) -> InputError:

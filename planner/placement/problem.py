@@ -18,8 +18,9 @@ from functools import cached_property
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt, model_validator
+from pydantic import Field, NonNegativeInt, model_validator
 
+from planner.core.io import NotBool
 from planner.core.types import Frozen, LLMSpec, Request, SLOSet, WorkerConfig
 from planner.costmodels.models import AladdinCostModel
 
@@ -28,11 +29,11 @@ _Frozen = Frozen
 
 
 class OngoingState(_Frozen):
-    """An ongoing request: the worker it decodes on, tokens generated so far, decode time so far."""
+    """An ongoing request: the worker it decodes on, tokens generated so far, decode time so far (finite)."""
 
     worker: NonNegativeInt
     generated_tokens: NonNegativeInt
-    decode_s: NonNegativeFloat = 0.0
+    decode_s: Annotated[float, NotBool, Field(ge=0.0, allow_inf_nan=False)] = 0.0
 
 
 class PlacementOptions(_Frozen):
@@ -49,9 +50,9 @@ class PlacementOptions(_Frozen):
     """
 
     mode: Literal["colocated", "decode_only"] = "colocated"
-    strictness: Annotated[float, Field(ge=0.0, le=1.0)] = 0.5
-    kv_headroom: Annotated[float, Field(gt=0.0, le=1.0)] = 1.0
-    max_workers: PositiveInt | None = None
+    strictness: Annotated[float, NotBool, Field(ge=0.0, le=1.0)] = 0.5
+    kv_headroom: Annotated[float, NotBool, Field(gt=0.0, le=1.0)] = 1.0
+    max_workers: Annotated[int, NotBool, Field(gt=0)] | None = None
 
 
 class PlacementProblem(_Frozen):

@@ -59,13 +59,16 @@ def validate_placement(problem: PlacementProblem, solution: PlacementSolution) -
                                         f"ongoing request {r.request_id} moved from worker {state.worker} to {workers[k]}"))
 
     used = sorted(set(int(w) for w in workers))
+    members_of: dict[int, list[int]] = {w: [] for w in used}  # one pass: O(N), not O(workers × N)
+    for k, w in enumerate(workers.tolist()):
+        members_of[w].append(k)
     per_worker: list[dict] = []
     if opts.max_workers is not None and len(used) > opts.max_workers:
         violations.append(Violation("max_workers", "plan", len(used), opts.max_workers,
                                     f"plan uses {len(used)} workers, more than max_workers={opts.max_workers}"))
 
     for w in used:
-        members = [k for k in range(len(reqs)) if workers[k] == w]
+        members = members_of[w]
         new = [k for k in members if reqs[k].request_id not in problem.ongoing]
         ongoing = [k for k in members if reqs[k].request_id in problem.ongoing]
 
