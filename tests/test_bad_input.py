@@ -231,3 +231,24 @@ def test_a_column_named_twice_in_a_csv_header_is_one_line(tmp_path):
     path.write_text("id,input_tokens,input_tokens\na,1,2\n")
     with pytest.raises(InputError, match="dup_col.csv: input_tokens: column appears twice in the header"):
         read_csv_table(path, {"id": str, "input_tokens": int})
+
+
+def test_a_union_fields_error_names_the_field_not_the_union_member():
+    # pydantic locates an error of `str | Inner` at ('model', 'str'): the type tag is not a field of the input.
+    from pydantic import BaseModel, ValidationError
+
+    from planner.core.io import format_validation_error
+
+    class Inner(BaseModel):
+        a: int
+
+    class Spec(BaseModel):
+        model: str | Inner
+        sizes: list[int] | dict[str, int] = []
+        C: int = 1  # an upper-case field name is a field, not a tag
+
+    cases = [({"model": 5}, "model"), ({"model": "m", "sizes": 3}, "sizes"), ({"model": "m", "C": "x"}, "C")]
+    for data, field in cases:
+        with pytest.raises(ValidationError) as caught:
+            Spec.model_validate(data)
+        assert format_validation_error(caught.value)[0] == field

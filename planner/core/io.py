@@ -119,10 +119,22 @@ def read_yaml_mapping(path: Path | str) -> dict[str, Any]:
     return dict(data)
 
 
+#: Names pydantic puts in an error's location for the member of a union that failed (``model.str``,
+#: ``cost.function-after[...]``): type tags, not fields of the input, so they are left out of the path.
+_UNION_TAG = re.compile(r"(str|int|float|bool|bytes|none|constrained-\w+"
+                        r"|(list|dict|tuple|set|frozenset|function-\w+|lax-or-strict|json-or-python|nullable|literal"
+                        r"|is-instance|tagged-union|union|model|default|chain)\[.*\])")
+
+
+def _is_union_tag(part: object) -> bool:
+    return isinstance(part, str) and _UNION_TAG.fullmatch(part) is not None
+
+
 def format_validation_error(exc: ValidationError, prefix: str = "") -> tuple[str, str]:
     """The first pydantic error as (field path like ``groups[0].num_requests``, message)."""
     err = exc.errors()[0]
-    loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.get("loc", ()) if p != "__root__")
+    loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.get("loc", ())
+                  if p != "__root__" and not _is_union_tag(p))
     field = f"{prefix}{loc}" if prefix else loc.removeprefix(".")
     msg = err.get("msg", "invalid value")
     msg = msg.removeprefix("Value error, ")
