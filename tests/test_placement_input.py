@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -199,3 +200,13 @@ def test_ongoing_state_refuses_non_finite_decode_time():
         with pytest.raises(ValidationError):
             OngoingState(worker=0, generated_tokens=3, decode_s=bad)
     assert OngoingState(worker=0, generated_tokens=3, decode_s=0.2).decode_s == 0.2
+
+
+@pytest.mark.parametrize("arrival", [math.inf, math.nan, -1.0])
+def test_a_request_built_in_code_refuses_a_non_finite_or_negative_arrival(arrival):
+    from pydantic import ValidationError
+
+    from planner.core.types import Request
+
+    with pytest.raises(ValidationError, match="arrival_s"):
+        Request(request_id="r", arrival_s=arrival, input_tokens=3, output_tokens=2, predicted_output_tokens=2)

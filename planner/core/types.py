@@ -156,7 +156,7 @@ class Request(_Frozen):
     """
 
     request_id: str = Field(min_length=1)
-    arrival_s: Annotated[float, Field(ge=0.0)] = 0.0
+    arrival_s: Annotated[float, Field(ge=0.0, allow_inf_nan=False)] = 0.0
     input_tokens: PositiveInt
     output_tokens: PositiveInt
     predicted_output_tokens: PositiveInt
