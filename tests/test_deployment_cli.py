@@ -167,3 +167,23 @@ def test_combination_count_of_many_independent_machines_does_not_overflow(monkey
     assert data["solution"]["combinations"] == 4**40
     assert any("about 10^24 combinations" in note for note in data["solution"]["notes"])
     assert data["validation"]["feasible"]
+
+
+def test_many_machine_groups_print_one_configuration_column(monkeypatch, capsys, tmp_path):
+    # 30 groups: the ranked table would need a column per group (unreadable; 1,000 groups took 5.4 s to
+    # draw): one text column names the degrees by group instead, and the estimate table is cut at 40 rows.
+    import yaml
+
+    data = yaml.safe_load(CLUSTER.read_text())
+    data["machines"] = [{"name": f"box{k}", "gpu": ("V100-32GB-SXM2", "A100-80GB-SXM")[k % 2], "gpus": 8, "count": 1}
+                        for k in range(30)]
+    path = tmp_path / "many.yaml"
+    path.write_text(yaml.safe_dump(data))
+    code, stdout, _ = run_cli(monkeypatch, capsys, "solve", "deployment", str(path))
+    assert code == 0
+    assert "TP degrees (30 machine groups)" in stdout and "t[box0]" not in stdout
+    assert "… 80 more rows (120 in all; every row is in --json)" in stdout  # 30 groups × 4 degrees
+    code, stdout, _ = run_cli(monkeypatch, capsys, "solve", "deployment", str(path), "--json")
+    assert len(json.loads(stdout)["solution"]["estimates"]) == 120
+    code, stdout, _ = run_cli(monkeypatch, capsys, "solve", "deployment", str(CLUSTER))
+    assert "TP degrees (" not in stdout and "best: v100-box t=1 (" in stdout  # one group: a column per group

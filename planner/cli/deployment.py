@@ -52,6 +52,30 @@ def _enumeration_result(problem) -> Result:
     return enumeration_result(problem)
 
 
+#: Machine groups up to which the ranked configurations get a column per group; beyond, one text column.
+WIDE_GROUPS = 8
+#: Rows of the per-group TP estimate table printed (every row is in ``--json``).
+ESTIMATE_ROWS = 40
+
+
+def _by_degree(groups, degrees) -> str:
+    """``t=1: box0, box1, … (998 groups); t=2: box7, box9`` — a configuration of many groups in one line."""
+    parts = []
+    for d in sorted(set(degrees)):
+        names = [g for g, t in zip(groups, degrees) if t == d]
+        shown = ", ".join(names[:3]) + (f", … ({len(names)} groups)" if len(names) > 3 else "")
+        parts.append(f"t={d}: {shown}")
+    return "; ".join(parts)
+
+
+def _changes(groups, degrees, best) -> str:
+    """The groups whose degree differs from the best configuration's (at most five named)."""
+    diff = [f"{g} t={t}" for g, t, b in zip(groups, degrees, best) if t != b]
+    if not diff:
+        return "same degrees as the best"
+    return "best, but " + ", ".join(diff[:5]) + (f" (+{len(diff) - 5} more)" if len(diff) > 5 else "")
+
+
 def _print_enumeration(problem, result: Result) -> None:
     from planner.deployment.enumeration import combinations_text
 
@@ -60,21 +84,30 @@ def _print_enumeration(problem, result: Result) -> None:
               title_justify="left")
     for col in ("group", "GPU", "t", "instances/machine", "KV size (GB)", "tokens/s per machine", "note"):
         t.add_column(col, justify="left" if col in ("group", "GPU", "note") else "right")
-    for e in sol.estimates:
+    for e in sol.estimates[:ESTIMATE_ROWS]:
         t.add_row(e.group, e.gpu, str(e.tensor_parallel), str(e.instances_per_machine), f"{e.kv_size_gb:.2f}",
                   f"{e.tokens_per_s_machine:.1f}" if e.feasible else "-", e.reason)
     out.print(t)
+    if len(sol.estimates) > ESTIMATE_ROWS:
+        out.print(f"… {len(sol.estimates) - ESTIMATE_ROWS:,} more rows ({len(sol.estimates):,} in all; every row is in --json)")
     r = Table(title=f"Cluster configurations, best first ({combinations_text(sol.combinations)} feasible combinations)",
               title_justify="left")
     r.add_column("rank", justify="right")
-    for g in sol.groups:
-        r.add_column(f"t[{g}]", justify="right")
+    wide = len(sol.groups) <= WIDE_GROUPS
+    if wide:
+        for g in sol.groups:
+            r.add_column(f"t[{g}]", justify="right")
+    else:
+        r.add_column(f"TP degrees ({len(sol.groups):,} machine groups)")
     r.add_column("cluster tokens/s", justify="right")
+    best_degrees = sol.ranked[0][0] if sol.ranked else ()
     for k, (degrees, tput) in enumerate(sol.ranked[:20], 1):
-        r.add_row(str(k), *[str(d) for d in degrees], f"{tput:.1f}")
+        cells = [str(d) for d in degrees] if wide else [
+            _by_degree(sol.groups, degrees) if k == 1 else _changes(sol.groups, degrees, best_degrees)]
+        r.add_row(str(k), *cells, f"{tput:.1f}")
     out.print(r)
-    out.print(f"best: {', '.join(f'{g} t={d}' for g, d in zip(sol.groups, sol.best[0]))} "
-              f"({sol.best[1]:.1f} tokens/s, exhaustive enumeration in {result.solve_seconds:.3f} s)")
+    best = ", ".join(f"{g} t={d}" for g, d in zip(sol.groups, sol.best[0])) if wide else _by_degree(sol.groups, sol.best[0])
+    out.print(f"best: {best} ({sol.best[1]:.1f} tokens/s, exhaustive enumeration in {result.solve_seconds:.3f} s)")
     if result.validation is not None:
         v = result.validation
         out.print(f"validator: valid, tokens/s recomputed = {v.objective:.1f} ({problem.estimator} estimate)"
