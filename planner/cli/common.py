@@ -28,7 +28,7 @@ SOLVER_HELP = "MIP solver: highs (default, no license) or gurobi (size-limited p
 # help text declares its own ``typer.Option``.
 SolverOption = Annotated[str, typer.Option(help=SOLVER_HELP)]
 TimeLimitOption = Annotated[Optional[float], typer.Option(
-    "--time-limit", help="seconds for the exact solve; returns the incumbent and bound when hit")]
+    "--time-limit", help="seconds for the whole solve (heuristics, model build, solver); returns the incumbent and bound when hit")]
 ThreadsOption = Annotated[Optional[int], typer.Option(
     help="solver threads (default: the solver's; HiGHS: fixed for the process after the first solve)")]
 def _check_seed(value: int | None) -> int | None:
