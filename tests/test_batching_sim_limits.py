@@ -86,8 +86,11 @@ def test_min_batches_hand_worked():
     assert min_batches(three, 4096, 100, 2) == 6
     # C = 4: Σ(I + O − 1) = 3·1 + 9 = 12 tokens processed at ≤ 4 per batch → ≥ 3 ... but max O = 5 wins.
     assert min_batches(three, 4, 100, 3) == 5
-    # M = 5 holds at most two prompts of 2 at once: ≤ 2 generating requests per batch → ≥ 6.
-    assert min_batches(three, 4096, 5, 3) == 6
+    # M = 6: the KV held after each token batch sums to K = (2+3+4+5+6)·2 + (2+3) = 45 over the schedule,
+    # at most 6 per batch → ≥ ⌈45/6⌉ = 8 (the presets need 9–12).
+    tight = make_problem([2, 2, 2], [5, 5, 2], M=6)
+    assert min_batches(tight, 4096, 6, 3) == 8
+    assert min(simulate(tight, name).schedule.num_batches for name in ("vllm", "sarathi", "vllm-ef")) >= 8
     # C = 1: every token is its own batch: Σ(I + O − 1) = 6 + 9 = 15.
     assert min_batches(three, 1, 100, 3) == 15
 

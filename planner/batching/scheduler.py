@@ -108,24 +108,13 @@ class WorkLimitError(PlannerError):
 
 
 def min_batches(problem: BatchingProblem, C: int, M: int, R_max: int) -> int:
-    """Fewest batches of any schedule under these limits (a cheap lower bound, not the optimum).
+    """Fewest batches of any schedule under the limits C, M and R_max (a lower bound, not the optimum):
+    `planner.batching.bounds.min_batches` of the problem with these limits (max O, tokens / C, KV area / M,
+    outputs / R_max, the KV ramp-up and memory cliques).  Every batch of the simulator runs a token, so
+    every schedule it builds under these limits has at least this many batches."""
+    from planner.batching.bounds import min_batches as fewest_batches
 
-    A batch generates at most one token per request, so at least max O batches; it processes at most C
-    tokens, and every schedule processes at least Σ(I + O − 1); the requests that generate a token in a
-    batch hold at least their prompt I each in M afterwards and count towards R_max, so a batch
-    generates at most min(C, R_max, k_M) of the Σ O tokens, where k_M is the most prompts that fit in M.
-    """
-    inputs = [int(x) for x in problem.inputs]
-    outputs = [int(x) for x in problem.outputs]
-    fit, held = 0, 0
-    for size in sorted(inputs):
-        if held + size > M:
-            break
-        held += size
-        fit += 1
-    per_batch = max(1, min(C, R_max, fit, problem.n))
-    total = sum(inputs) + sum(outputs) - problem.n
-    return max(max(outputs), -(-sum(outputs) // per_batch), -(-total // C))
+    return fewest_batches(problem.with_limits(C=C, P=min(problem.prefill_limit, C), M=M, R_max=R_max))
 
 
 @dataclass(frozen=True)
@@ -191,8 +180,10 @@ def simulate(problem: BatchingProblem, config: SchedulerConfig | str = "vllm", *
     bad = [r for r in problem.requests if r.kv_need > M]
     if bad:
         raise InfeasibleError(f"request {bad[0].id!r} needs {bad[0].kv_need} KV tokens (I+O-1) but M = {M}")
-    if max_batches is not None and min_batches(problem, C, M, R_max) > max_batches:
-        raise WorkLimitError(config.name, problem.n, max_batches, min_batches(problem, C, M, R_max))
+    if max_batches is not None:
+        at_least = min_batches(problem, C, M, R_max)
+        if at_least > max_batches:
+            raise WorkLimitError(config.name, problem.n, max_batches, at_least)
     start = time.perf_counter()
     s = _State(problem, config)
     ef_need = s.I0 + s.O - 1
