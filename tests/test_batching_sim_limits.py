@@ -30,7 +30,7 @@ def write_instance(path: Path, inputs, outputs, limits: str = "{C: 4096, M: 1000
 @pytest.mark.parametrize("command", ["simulate", "solve", "compare"])
 def test_fifty_requests_of_a_million_tokens_are_refused_in_one_line(monkeypatch, capsys, tmp_path, command):
     # The audit's case: 50 × 10^6 output tokens is ≥ 10^6 batches of 50 requests (it took ~110 s and 6.3 GB;
-    # 56 s and 3.7 GB with --max-work raised, after the simulator and validator changes of this stop).
+    # 47 s and 1.8 GB with --max-work raised, after the simulator and validator changes of this stop).
     path = write_instance(tmp_path / "huge.yaml", [100 + k for k in range(50)], [10**6 - 7 * k for k in range(50)])
     code, out, err = run_cli(monkeypatch, capsys, command, "batching", str(path))
     line = assert_one_line(code, err, "huge.yaml: requests:", "50 requests need at least 1,000,000 batches",

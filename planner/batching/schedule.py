@@ -9,6 +9,7 @@ re-derived by the validator.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
@@ -51,15 +52,19 @@ class Schedule:
 
     def batches(self) -> list[dict[int, int]]:
         """``{request: tokens}`` per batch, in entry order (a request listed twice in a batch: summed)."""
+        return list(self.iter_batches())
+
+    def iter_batches(self) -> Iterator[dict[int, int]]:
+        """`batches`, one batch at a time (a replay of 10^6 batches need not hold 10^6 dicts at once)."""
         if not _batch_major(self.batch, self.num_batches):
             out: list[dict[int, int]] = [{} for _ in range(self.num_batches)]
             for j, i, c in zip(self.batch.tolist(), self.request.tolist(), self.tokens.tolist()):
                 out[j][i] = out[j].get(i, 0) + c
-            return out
+            yield from out
+            return
         # Batch-major entries (as the simulator and `from_batches` write them): one slice per batch, without a
         # Python int per entry's batch index (on 5·10^6 entries: 0.8 s and 0.2 GB instead of 1.3 s and 0.45 GB).
         bounds = np.searchsorted(self.batch, np.arange(self.num_batches + 1), side="left").tolist()
-        out = []
         for lo, hi in pairwise(bounds):
             requests, tokens = self.request[lo:hi].tolist(), self.tokens[lo:hi].tolist()
             entries = dict(zip(requests, tokens))
@@ -67,8 +72,7 @@ class Schedule:
                 entries = {}
                 for i, c in zip(requests, tokens):
                     entries[i] = entries.get(i, 0) + c
-            out.append(entries)
-        return out
+            yield entries
 
     def evictions(self) -> list[list[int]]:
         out: list[list[int]] = [[] for _ in range(self.num_batches)]

@@ -58,10 +58,8 @@ def validate_schedule(problem: BatchingProblem, schedule: Schedule, objective: s
     def bad(constraint: str, where: str, value: float, limit: float, message: str) -> None:
         violations.append(Violation(constraint, where, float(value), float(limit), message))
 
-    batch_lists = schedule.batches()
     evicted_lists = schedule.evictions()
-    for j in range(schedule.num_batches):
-        entries = batch_lists[j]
+    for j, entries in enumerate(schedule.iter_batches()):  # one batch at a time: memory per batch, not per schedule
         evicted = set(evicted_lists[j])
         where = f"batch {j}"
         for i in evicted:

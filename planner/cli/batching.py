@@ -40,8 +40,8 @@ SCHEDULERS = ", ".join(PRESET_NAMES)
 
 #: Default of --max-work: the largest run of `simulate`, `solve` and `compare batching`, in request-batches
 #: (requests × batches of one simulated schedule).  Simulating and validating cost about 1 µs per
-#: request-batch (measured: 1,024 requests × 1,024 tokens under vLLM, 1.25·10^7, 4.7 s in all; 50 requests ×
-#: 10^6 tokens, 5·10^7, 56 s and 3.7 GB).  The default admits 1,024 × 1,024 under every preset (≤ 1.7·10^7)
+#: request-batch (measured: 1,024 requests × 1,024 tokens under vLLM, 1.25·10^7, 3.0 s in all; 50 requests ×
+#: 10^6 tokens, 5·10^7, 47 s and 1.8 GB).  The default admits 1,024 × 1,024 under every preset (≤ 1.7·10^7)
 #: and refuses the 50 × 10^6 instance in about a second with one line.  `simulate` counts the batches of the
 #: schedule it builds (and stops at the first one too many); `solve` and `compare` check a lower bound
 #: (`planner.batching.scheduler.min_batches`) before running the presets.
