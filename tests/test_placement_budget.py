@@ -75,6 +75,7 @@ def test_time_limit_covers_the_whole_solve(monkeypatch, capsys, large):
     assert "time limit: skipped" in d["message"] and "the MIP" in d["message"]
     # the plan returned is the best heuristic's, validated, with the lower bound beside it
     assert d["status"] in ("feasible", "optimal") and d["validation"]["feasible"]
+    assert d["objective"] == d["validation"]["objective"]  # the validator recomputes the worker count
     assert d["bound"] <= d["objective"]
     # nominal seconds spent: within the limit but for the last repacking round's overshoot
     assert d["stats"]["nominal_seconds"] <= 1.5 * limit
@@ -122,6 +123,7 @@ def test_mip_is_skipped_when_its_build_does_not_fit_the_budget(monkeypatch):
     res = solve_placement(p, time_limit=30)
     assert any(s.startswith("the MIP") for s in res.stats["skipped"]) and "variables" not in res.stats
     assert res.solution is not None and res.validation.feasible
+    assert res.objective == res.validation.objective
     assert res.objective >= full.objective and res.bound <= full.objective
     assert res.status == (SolveStatus.OPTIMAL if res.objective <= res.bound else SolveStatus.FEASIBLE)
     # no time limit: nothing is skipped, whatever the estimates
