@@ -233,7 +233,8 @@ def problem_from_spec(spec: QueueingSpec, path: Path | str = "<instance>") -> Qu
         types.append(InstanceType(t.name, gpu, t.tensor_parallel, t.swap_time_s, t.count, t.extra_available, t.cost_per_instance))
         queues += [VirtualQueue(f"{t.name}-{c + 1}", k, loaded[c]) for c in range(t.count)]
     groups = _groups(spec, path, settings, types)
-    _check_group_count(path, spec, len(groups))
+    if not spec.groups:
+        _check_group_count(path, spec, len(groups))  # the groups formed from the requests
     work = np.full((len(types), len(groups)), np.inf)
     tail = np.full((len(types), len(groups)), np.inf)
     for t, typ in enumerate(types):
