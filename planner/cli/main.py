@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 
 import typer
+from rich.markup import escape
 
 from planner import __version__
 from planner.cli import fit as fit_cli
@@ -17,6 +18,7 @@ from planner.cli import online as online_cli
 from planner.cli import placement as placement_cli
 from planner.cli import workload as workload_cli
 from planner.cli.common import CommandGroups, debug_enabled, err
+from planner.core.stdio import reserve_stdout
 
 app = typer.Typer(
     name="planner",
@@ -62,12 +64,13 @@ def version_cmd() -> None:
 def main() -> None:
     from planner.errors import PlannerError
 
+    reserve_stdout()  # from here on, native libraries' prints (solver banners, license notices) go to stderr
     try:
         code = app(standalone_mode=False)  # click returns a typer.Exit's code instead of raising it
         if isinstance(code, int) and code != 0:
             sys.exit(code)
     except PlannerError as exc:
-        err.print(f"[bold red]error:[/bold red] {exc}", markup=True, highlight=False)
+        err.print(f"[bold red]error:[/bold red] {escape(str(exc))}", markup=True, highlight=False)
         if debug_enabled():
             raise
         sys.exit(2)
@@ -86,11 +89,11 @@ def main() -> None:
             else:  # a bad option or argument: one line, not click's usage block
                 ctx = getattr(exc, "ctx", None)
                 hint = f" (see '{ctx.command_path} --help')" if ctx is not None and ctx.command_path else ""
-                err.print(f"[bold red]error:[/bold red] {exc.format_message()}{hint}", markup=True, highlight=False)
+                err.print(f"[bold red]error:[/bold red] {escape(exc.format_message() + hint)}", markup=True, highlight=False)
             sys.exit(exc.exit_code)
         if debug_enabled():
             raise
-        err.print(f"[bold red]internal error:[/bold red] {type(exc).__name__}: {exc} (rerun with PLANNER_DEBUG=1 for a traceback)",
+        err.print(f"[bold red]internal error:[/bold red] {escape(f'{type(exc).__name__}: {exc}')} (rerun with PLANNER_DEBUG=1 for a traceback)",
                   markup=True, highlight=False)
         sys.exit(1)
 

@@ -6,6 +6,7 @@ import time
 
 import numpy as np
 
+from planner.core.stdio import native_stdout_to_stderr
 from planner.solver.model import LinearModel
 from planner.solver.outcome import ProgressEvent, SolveOptions, SolverOutcome, SolveStatus
 
@@ -47,7 +48,8 @@ def new_highs(options: SolveOptions):
     global _THREADS_IN_EFFECT
     import highspy
 
-    h = highspy.Highs()
+    with native_stdout_to_stderr():  # highspy ≥ 1.16 prints a banner to descriptor 1 from the constructor
+        h = highspy.Highs()
     h.setOptionValue("output_flag", True)
     h.setOptionValue("log_to_console", bool(options.verbose))
     h.setOptionValue("random_seed", int(options.seed))
