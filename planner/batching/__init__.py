@@ -12,8 +12,10 @@ Public API (also used by other families, e.g. queueing):
 
 MIP models: `flow_formulation.py` (per-request time-expanded paths; the default for offline latency
 instances where its dominance conditions hold) and `formulation.py` (the §3.3 big-M model, used
-otherwise and available with ``formulation="bigm"``).  `staggered.py` builds the lazy staggered
-warm-start schedule; `bounds.py` the combinatorial lower bound.
+otherwise and available with ``formulation="bigm"``).  `ttft.py`: the mean-TTFT objective is solved
+on the first-token instance (every O_i = 1) and completed.  `staggered.py` builds the lazy staggered
+warm-start schedule; `bounds.py` the combinatorial lower bound; `bruteforce.py` the exhaustive oracle
+of the tests; `effort.py` the nominal seconds that make a time-limited solve repeatable.
 """
 
 from planner.batching.costmodel import InferMaxCostModel

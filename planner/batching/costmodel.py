@@ -22,6 +22,7 @@ per-batch biases (a_p·64² ≈ 7e-4 ms vs b_o ≈ 0.065 ms per layer).
 
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -30,7 +31,7 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from planner.core.io import NotBool, read_yaml_mapping, validate_model
+from planner.core.io import MAX_TABLE_BYTES, NotBool, read_input_text, read_yaml_mapping, validate_model
 from planner.errors import InputError
 
 COEFFICIENTS = ("a_o", "b_o", "a_p", "b_p", "s_p", "a_d", "b_d", "s_d")
@@ -203,9 +204,11 @@ def fit_from_vidur(
 
     def read(path: Path | str) -> pd.DataFrame:
         path = Path(path)
-        if not path.is_file():
-            raise InputError(path, "", "file not found")
-        return pd.read_csv(path)
+        text = read_input_text(path, "a profile CSV", MAX_TABLE_BYTES)  # a regular UTF-8 file (planner.core.io)
+        try:
+            return pd.read_csv(io.StringIO(text))
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as exc:
+            raise InputError(path, "", f"not a valid CSV ({str(exc).splitlines()[0][:200]})") from None
 
     mlp = read(mlp_csv)
     for col in ("num_tokens", "num_tensor_parallel_workers", "time_stats.emb.median"):

@@ -44,6 +44,12 @@ Objective: Σ_a cost_a·x_a + Σ_j (b_o u_j + b_p up_j + b_d ud_j), × n_layers/
 model's `time_unit`).  Every cost is exact (the c² of a prefill is a constant of its arc), so the
 model is linear without secants or big-M rows, and its LP relaxation is a convex combination of
 whole request paths: per-request work (prompt, decodes, refills) is exact in the relaxation.
+Hence at any integer point cᵀx *is* the validator's cost of `extract_flow_schedule`'s schedule (the
+tests check it against the replay).  A solver-reported objective that differs from cᵀx is the
+solver's error, not the model's: highspy 1.16 maps some warm starts into its presolved space onto an
+infeasible point one decode arc cheaper and stops at the root with that value as "optimal"
+(`planner.core.agreement`); `solve.solve_batching` checks both equalities and re-solves without the
+warm start.
 
 **Schedule space and dominance.**  This model has no chunked prefill and no prefill-phase
 eviction.  `applicable` admits an instance only when, for it, every §3.3 schedule S has a

@@ -19,10 +19,30 @@ KVs read by decodes: ``w ≥ m_{i,j−1} − U_i(1 − dg_{i,j})``, w ≥ 0 (onl
 because w is minimised with a positive coefficient).  Batch indicators u (non-empty), up
 (has prefill), ud (has decode) are lower-bounded by the per-request indicators.
 
-Optimality is over schedules with at most J batches (J from the heuristic schedules, [R] §3.3:
-`batch_count_bound` — for the TTFT objective this J still comes from the *latency* of the presets,
-so TTFT optimality is relative to schedules no slower than the best preset).
+Optimality is over schedules with at most J batches; the caller picks a J that provably admits an
+optimal schedule: for the latency objective `batch_count_bound` of a known schedule's latency (any
+schedule at least as fast has at most that many batches), for the TTFT objective the first-token
+instance below with `planner.batching.ttft.prefix_batch_bound` batches, and with a latency goal
+``batch_count_bound(goal)`` (every schedule meeting the goal has at most that many).
 The cost model's Vidur-only terms are not modelled (see `planner.batching.costmodel`).
+
+**Finished requests process nothing** (row ``finished_no_tokens``): a finished request is released
+by a cost-free eviction; its KV then was ``m = U_i`` (its t-th token leaves ``I_i + t − 1`` KVs), so
+the eviction sets ``Iin = U_i + 1``, one more than any unfinished request can have (an unfinished
+request evicted after t < O_i tokens gets ``Iin = I_i + t ≤ U_i``).  Termination (1) only counts
+*generated* tokens, and a prefill chunk that never reaches Iin generates none, so (1) alone admits a
+released request processing up to U_i more tokens (``m ≤ U_i < Iin``) that count in no token total.
+A latency objective pays for them, but the TTFT objective is indifferent to batches after the last
+first token, so its optima include such points — schedules the validator rejects ("runs after
+finishing").  The row
+``c_{i,j} ≤ cmax_i·(U_i + 1 − Iin_{i,j−1})`` forbids exactly that: it is ``c ≤ 0`` after the release
+and no restriction (``c ≤ cmax_i``) before it.
+
+**TTFT without a latency goal** is solved on the *first-token instance* (`ttft.first_token_problem`:
+every O_i = 1, same limits): the mean TTFT depends only on the batches up to the last first token,
+some TTFT-optimal schedule has a prefix that is exactly a schedule of that instance, and any of its
+schedules extends to a whole schedule with the same first-token times (`planner.batching.ttft`).  When
+every O_i = 1 the first-token batch is the one with g = 1, so the TTFT rows need no cumulative counter G.
 
 Valid inequalities (``cut_*`` row families, `CUT_DEFINITIONS`, `DEFAULT_CUTS`): the big-M links
 leave the LP relaxation free to make c, d, dg, w fractional, so its bound was far below the
@@ -121,7 +141,8 @@ def _cells(problem: BatchingProblem, J: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def define_variables(mb: ModelBuilder, problem: BatchingProblem, J: int, objective: str, online: bool) -> BatchVars:
-    """Every variable of §3.3 with instance-derived bounds; column 0 is the initial state."""
+    """Every variable of §3.3 with instance-derived bounds; column 0 is the initial state.  The TTFT
+    model's first-token counter G is not needed when every O_i = 1 (one generated token per request)."""
     n = problem.n
     I, O = problem.inputs, problem.outputs
     U = I + O - 1
@@ -156,9 +177,12 @@ def define_variables(mb: ModelBuilder, problem: BatchingProblem, J: int, objecti
     if online or objective == "ttft":
         start = mb.add_variables("start", J + 1, lower=0.0)
         end = mb.add_variables("end", J + 1, lower=0.0)
-    if objective == "ttft":
-        ttft = mb.add_variables("ttft", n, lower=0.0)
-        G = mb.add_variables("G", shape, lower=0.0, upper=O.astype(float).reshape(-1, 1) * np.ones(shape))
+    if objective == "ttft":  # ttft_i ≥ its own prompt's least batch time (`ttft.single_ttft_bounds`)
+        from planner.batching.ttft import single_ttft_bounds
+
+        ttft = mb.add_variables("ttft", n, lower=single_ttft_bounds(problem) * time_unit(problem) * (1 - 1e-9))
+        if int(O.max()) > 1:
+            G = mb.add_variables("G", shape, lower=0.0, upper=O.astype(float).reshape(-1, 1) * np.ones(shape))
     return BatchVars(Iin, m, c, d, q, g, e, ed, cz, mz, dg, sq, w, u, up, ud, start, end, ttft, G)
 
 
@@ -216,7 +240,8 @@ def define_memory_update(mb, problem, v: BatchVars, J: int) -> None:
 
 
 def define_token_rules(mb, problem, v: BatchVars, J: int) -> None:
-    """(4) c_j = 0 if e_j; c_j ≤ 1 if d_j.  Links cz = 𝕀[c>0], mz = 𝕀[m>0], g = cz ∧ q, dg = d ∧ g."""
+    """(4) c_j = 0 if e_j; c_j ≤ 1 if d_j; c_j = 0 once released after the last token
+    (``finished_no_tokens``, module docstring).  Links cz = 𝕀[c>0], mz = 𝕀[m>0], g = cz ∧ q, dg = d ∧ g."""
     i, j = _cells(problem, J)
     U = (problem.inputs + problem.outputs - 1)[i].astype(float)
     cmax = np.minimum(problem.prefill_limit, U)
@@ -226,6 +251,9 @@ def define_token_rules(mb, problem, v: BatchVars, J: int) -> None:
     rows = _Rows()
     rows.add([(v.c.col(i, j), 1.0), (v.d.col(i, j), cmax - 1.0)], -INF, cmax)
     rows.commit(mb, "decode_one_token")
+    rows = _Rows()  # module docstring, "Finished requests process nothing"
+    rows.add([(v.c.col(i, j), 1.0), (v.Iin.col(i, j - 1), cmax)], -INF, cmax * (U + 1.0))
+    rows.commit(mb, "finished_no_tokens")
     rows = _Rows()
     rows.add([(v.c.col(i, j), 1.0), (v.cz.col(i, j), -1.0)], 0.0, INF)
     rows.add([(v.c.col(i, j), 1.0), (v.cz.col(i, j), -cmax)], -INF, 0.0)
@@ -483,12 +511,28 @@ def batch_count_bound(problem: BatchingProblem, incumbent_latency: float) -> int
     return int(np.floor((incumbent_latency - work - fixed) / per_batch + 1e-9))
 
 
+def latency_beyond(problem: BatchingProblem, J: int) -> float:
+    """Least latency of any schedule with more than J non-empty batches: by the inequality of
+    `batch_count_bound`, ``work + max(0, b_p − b_d)·P_min + (b_o + min(b_p, b_d))·(J + 1)`` (seconds).
+    So the bound of a model of J batches, B_J, gives the global bound ``min(B_J, latency_beyond(J))``."""
+    cm = problem.cost
+    per_batch = cm.scale * (cm.b_o + min(cm.b_p, cm.b_d))
+    work = latency_lower_bound(problem, include_biases=False)
+    fixed = cm.scale * max(0.0, cm.b_p - cm.b_d) * min_prefill_batches(problem)
+    return float(work + fixed + per_batch * (J + 1))
+
+
 def max_batch_seconds(problem: BatchingProblem) -> float:
+    """An upper bound on any batch's time: a batch processes at most min(C, Σ_i cmax_i) tokens, at most
+    min(P, Σ_i cmax_i) of them prefill (Σc² ≤ (Σc)²) and reads at most min(M, Σ_i U_i) KVs."""
     cm = problem.cost
     n = problem.n
-    P = problem.prefill_limit
-    return cm.scale * (cm.a_o * problem.C + cm.b_o + cm.a_p * P * P + cm.b_p + cm.s_p * n
-                       + cm.a_d * problem.M + cm.b_d + cm.s_d * n)
+    U = problem.inputs + problem.outputs - 1
+    most = int(np.minimum(problem.prefill_limit, U).sum())
+    tokens = min(problem.C, most)
+    P = min(problem.prefill_limit, most)
+    return cm.scale * (cm.a_o * tokens + cm.b_o + cm.a_p * P * P + cm.b_p + cm.s_p * n
+                       + cm.a_d * min(problem.M, int(U.sum())) + cm.b_d + cm.s_d * n)
 
 
 def define_timing(mb, problem, v: BatchVars, J: int) -> None:
@@ -513,14 +557,24 @@ def define_timing(mb, problem, v: BatchVars, J: int) -> None:
         rows.commit(mb, "arrival")
 
 
-def define_ttft(mb, problem, v: BatchVars, J: int, horizon: float) -> None:
-    """ttft_i ≥ end_j − T_i − H·(1 − g_{i,j} + G_{i,j−1}) (first-token batch), G_{i,j} = Σ_{j'≤j} g."""
+def define_ttft(mb, problem, v: BatchVars, J: int) -> None:
+    """ttft_i ≥ end_j − T_i − H_{ij}·(1 − g_{i,j} + G_{i,j−1}) (first-token batch), G_{i,j} = Σ_{j'≤j} g;
+    when every O_i = 1 (no G: g_{i,j} = 1 in the first-token batch only) ttft_i ≥ end_j − T_i − H_{ij}·(1 − g_{i,j}).
+    ``H_{ij} = max_k T_k + j·`max_batch_seconds` − T_i`` bounds end_j − T_i: a batch starts at the end of
+    the previous one or at an arrival, so end_j ≤ max arrival + j × the largest batch time."""
     i, j = _cells(problem, J)
+    unit = time_unit(problem)
+    arr = problem.arrivals[i] * unit
+    horizon = (float(problem.arrivals.max()) + j * max_batch_seconds(problem)) * unit - arr
+    if v.G is None:
+        rows = _Rows()
+        rows.add([(v.ttft.col(i), 1.0), (v.end.col(j), -1.0), (v.g.col(i, j), -horizon)], -arr - horizon, INF)
+        rows.commit(mb, "ttft")
+        return
     rows = _Rows()
     rows.add([(v.G.col(i, j), 1.0), (v.G.col(i, j - 1), -1.0), (v.g.col(i, j), -1.0)], 0.0, 0.0)
     rows.commit(mb, "first_token_count")
     rows = _Rows()
-    arr = problem.arrivals[i] * time_unit(problem)
     rows.add([(v.ttft.col(i), 1.0), (v.end.col(j), -1.0), (v.g.col(i, j), -horizon), (v.G.col(i, j - 1), horizon)],
              -arr - horizon, INF)
     rows.commit(mb, "ttft")
@@ -564,8 +618,7 @@ def build_model(problem: BatchingProblem, J: int, objective: str = "latency",
     define_valid_inequalities(mb, problem, v, J, groups)
     define_timing(mb, problem, v, J)
     if objective == "ttft":
-        horizon = (J * max_batch_seconds(problem) + float(problem.arrivals.max())) * time_unit(problem)
-        define_ttft(mb, problem, v, J, horizon)
+        define_ttft(mb, problem, v, J)
     lat_cols, lat_vals = define_objective(mb, problem, v, J, objective, goal_latency)
     model = mb.build()
     cost = np.zeros(model.num_cols)
@@ -688,8 +741,8 @@ def warm_start_vector(problem: BatchingProblem, bm: BatchModel, schedule: Schedu
             end = start + T
             x[v.start.col(j)], x[v.end.col(j)] = start, end
     if v.G is not None:
-        G = np.cumsum(cols["g"], axis=1)
-        x[v.G.columns] = G.ravel()
+        x[v.G.columns] = np.cumsum(cols["g"], axis=1).ravel()
+    if v.ttft is not None:
         ends = x[v.end.columns]
         first = np.argmax(cols["g"] > 0, axis=1)
         x[v.ttft.columns] = ends[first] - problem.arrivals * time_unit(problem)

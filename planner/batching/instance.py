@@ -10,14 +10,16 @@ requests:                          # inline list, or `requests_csv: file.csv` (i
 ```
 Every problem is one line naming file, field and problem (`InputError`).  Limits: input_len and
 output_len at most 1,000,000 tokens each, C, P, M and R_max at most 10^12 (whole numbers; ``1.0e+6``
-is read as 1000000, while YAML reads ``1e6`` as text), arrivals finite and ≥ 0
-(`planner.batching.problem`).  Give ``requests`` or ``requests_csv``, not both; ids are text or whole
-numbers, unique (in a CSV, duplicates are named by row).  Cost-model limits: `planner.batching.costmodel`.
+is read as 1000000, while YAML reads ``1e6`` as text, which is refused like any text where a number
+belongs: `planner.core.io.check_numbers`), arrivals finite and ≥ 0 (`planner.batching.problem`).  The
+``name`` is text.  Give ``requests`` or ``requests_csv``, not both; ids are text or whole numbers, unique
+(in a CSV, duplicates are named by row).  Cost-model limits: `planner.batching.costmodel`.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +30,17 @@ from planner.batching.costmodel import PUBLISHED, InferMaxCostModel, load_inferm
 from planner.batching.problem import LIMIT_NAMES, BatchingProblem, Request
 from planner.core.io import (
     MAX_REQUEST_TOKENS,
+    MAX_TABLE_BYTES,
+    MAX_YAML_BYTES,
     check_family,
+    check_input_file,
+    check_numbers,
     format_validation_error,
+    name_field,
     read_csv_table,
     read_yaml_mapping,
     resolve_relative,
+    shown,
     validate_model,
 )
 from planner.errors import InputError
@@ -51,9 +59,10 @@ def _cost_model(value: Any, path: Path) -> InferMaxCostModel:
     if key in PUBLISHED:
         return PUBLISHED[key]
     target = resolve_relative(path, value)
-    if not target.is_file():
-        raise InputError(path, "cost_model", f"{value!r} is neither a published set ({', '.join(PUBLISHED)}) "
+    if not os.path.lexists(target):
+        raise InputError(path, "cost_model", f"{shown(value)} is neither a published set ({', '.join(PUBLISHED)}) "
                                              "nor an existing file")
+    check_input_file(target, "an infermax cost-model file", MAX_YAML_BYTES, source=path, field="cost_model")
     return load_infermax_model(target)
 
 
@@ -69,7 +78,7 @@ def _shown(value: Any) -> str:
         return "a mapping"
     if isinstance(value, str) and not value.strip():
         return "an empty string"
-    return repr(value) if isinstance(value, str) else str(value)
+    return shown(value)
 
 
 def _csv_path(data: dict, path: Path) -> Path:
@@ -79,11 +88,7 @@ def _csv_path(data: dict, path: Path) -> Path:
     if not isinstance(value, str) or not value.strip():
         raise InputError(path, "requests_csv", f"expected a CSV file path, got {_shown(value)}")
     target = resolve_relative(path, value)
-    if target.is_dir():
-        raise InputError(path, "requests_csv", f"{target} is a directory, expected a CSV file")
-    if not target.is_file():
-        raise InputError(path, "requests_csv", f"file not found: {target}")
-    return target
+    return check_input_file(target, "a CSV file", MAX_TABLE_BYTES, source=path, field="requests_csv")
 
 
 def _request_id(value: Any, source: Path, where: str) -> str:
@@ -157,8 +162,9 @@ def load_batching_instance(path: Path | str) -> BatchingProblem:
     if bad:
         raise InputError(path, f"limits.{sorted(bad)[0]}", "unknown limit (expected C, P, M, R_max)")
     requests = _requests(data, path)
+    check_numbers(BatchingProblem, limits, path, "limits")  # "12" or true is not a limit
     try:
-        return BatchingProblem(name=str(data.get("name", path.stem)), requests=requests,
+        return BatchingProblem(name=name_field(data, "name", path.stem, path), requests=requests,
                                cost=_cost_model(data.get("cost_model"), path), **limits)
     except ValidationError as exc:
         field, problem = format_validation_error(exc)

@@ -17,6 +17,8 @@ No optimality claim.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from planner.batching.problem import BatchingProblem
@@ -70,12 +72,16 @@ def _simulate_new(problem: BatchingProblem, preset: str, order: np.ndarray,
 
 
 def best_ordered_schedule(problem: BatchingProblem, presets: tuple[str, ...] = SEARCH_PRESETS,
-                          max_evaluations: int | None = None) -> tuple[str, Schedule, float] | None:
+                          max_evaluations: int | None = None, info: dict | None = None,
+                          deadline: float | None = None) -> tuple[str, Schedule, float] | None:
     """(preset name with the order, schedule in the original numbering, validated latency) of the
     cheapest order found (module docstring), or None (online instance, more than
     `MAX_ORDER_SEARCH_REQUESTS` requests or `MAX_ORDER_SEARCH_TOKENS` output tokens, or nothing finishes).
     ``max_evaluations`` (simulations, shared by the presets) defaults to `REQUEST_SIMULATIONS` / n,
-    so the search costs about the same for every instance size (a simulation's cost grows with n)."""
+    so the search costs about the same for every instance size (a simulation's cost grows with n).
+    ``info["evaluations"]``: the simulations run (a count, the same on every run).  ``deadline`` (a
+    `time.perf_counter` value) is a wall-clock guard: once it has passed no further swap is simulated
+    (``info["wall_cut"]`` is then True and the result depends on timing)."""
     if problem.online or problem.n < 2 or problem.n > MAX_ORDER_SEARCH_REQUESTS or \
             int(problem.outputs.sum()) > MAX_ORDER_SEARCH_TOKENS:
         return None
@@ -87,6 +93,8 @@ def best_ordered_schedule(problem: BatchingProblem, presets: tuple[str, ...] = S
               np.argsort(O, kind="stable"), np.argsort(-O, kind="stable")]
     per_preset = max(1, max_evaluations // max(1, len(presets)))
     best: tuple[float, str, np.ndarray, Schedule] | None = None
+    if info is not None:
+        info["evaluations"] = 0
     for preset in presets:
         seen: set[tuple[int, ...]] = set()  # orders simulated for this preset (their count is the budget used)
         current = None
@@ -98,6 +106,8 @@ def best_ordered_schedule(problem: BatchingProblem, presets: tuple[str, ...] = S
             if schedule is not None and (current is None or value < current[0]):
                 current = (value, order, schedule)
         if current is None:
+            if info is not None:
+                info["evaluations"] += len(seen)
             continue
         improved = True
         while improved and len(seen) < per_preset:
@@ -105,6 +115,11 @@ def best_ordered_schedule(problem: BatchingProblem, presets: tuple[str, ...] = S
             for a in range(n - 1):
                 for b in range(a + 1, n):
                     if len(seen) >= per_preset:
+                        break
+                    if deadline is not None and time.perf_counter() > deadline:
+                        if info is not None:
+                            info["wall_cut"] = True
+                        per_preset = len(seen)  # stop this preset's search (and the next presets' swaps)
                         break
                     order = current[1].copy()
                     order[a], order[b] = order[b], order[a]
@@ -118,6 +133,8 @@ def best_ordered_schedule(problem: BatchingProblem, presets: tuple[str, ...] = S
                         break
                 if improved or len(seen) >= per_preset:
                     break
+        if info is not None:
+            info["evaluations"] += len(seen)
         if best is None or current[0] < best[0]:
             best = (current[0], f"{preset} (order {'-'.join(str(int(i)) for i in current[1])})", current[1],
                     current[2])

@@ -28,6 +28,7 @@ for CP-SAT's best schedules (run outside the project).  Pure random sampling wit
 from __future__ import annotations
 
 import bisect
+import time
 
 import numpy as np
 
@@ -117,25 +118,33 @@ def searches_for(time_limit: float | None) -> int:
 
 
 def best_rollout_schedule(problem: BatchingProblem, rollouts: int | None = None, seed: int = 0,
-                          searches: int = 1) -> tuple[Schedule, float] | None:
+                          searches: int = 1, deadline: float | None = None,
+                          info: dict | None = None) -> tuple[Schedule, float] | None:
     """(schedule, validated latency) of the best of ``searches`` independent searches of ``rollouts``
     rollouts each (`default_rollouts` when None; search k is seeded by ``(seed, k)``, search 0 by
-    ``seed`` alone); None when not applicable or when no rollout finishes (or none passes the validator)."""
+    ``seed`` alone); None when not applicable or when no rollout finishes (or none passes the validator).
+    ``deadline`` (a `time.perf_counter` value) is a wall-clock guard: once it has passed, no further
+    rollout starts (``info["wall_cut"]`` is then True and the result depends on timing)."""
     rollouts = default_rollouts(problem) if rollouts is None else rollouts
     if not applicable(problem) or rollouts <= 0:
         return None
     best: tuple[Schedule, float] | None = None
     for k in range(max(searches, 1)):
-        found = _one_search(problem, rollouts, np.random.default_rng(seed if k == 0 else (seed, k)))
+        found = _one_search(problem, rollouts, np.random.default_rng(seed if k == 0 else (seed, k)), deadline, info)
         if found is not None and (best is None or found[1] < best[1]):
             best = found
     return best
 
 
-def _one_search(problem: BatchingProblem, rollouts: int, rng: np.random.Generator) -> tuple[Schedule, float] | None:
+def _one_search(problem: BatchingProblem, rollouts: int, rng: np.random.Generator, deadline: float | None = None,
+                info: dict | None = None) -> tuple[Schedule, float] | None:
     coefficients, max_batches, buffers = _arrays(problem)
     elite: list = []
-    for policy in _policies(rng, rollouts, elite):
+    for k, policy in enumerate(_policies(rng, rollouts, elite)):
+        if deadline is not None and k % 64 == 0 and time.perf_counter() > deadline:
+            if info is not None:
+                info["wall_cut"] = True
+            break
         latency = _run(problem, policy, coefficients, max_batches, buffers)[0]
         if np.isfinite(latency) and (len(elite) < ELITE or latency < elite[-1][0]):
             bisect.insort(elite, (latency, policy), key=lambda item: item[0])  # best first, ties: earlier first

@@ -35,7 +35,8 @@ from planner.solver import ModelBuilder, SolveOptions, SolveStatus, solve
 
 
 def lazy_plan(problem: BatchingProblem, N: int, together: bool = True,
-              node_limit: int = 200, time_limit: float = 30.0, threads: int | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+              node_limit: int = 200, time_limit: float = 30.0, threads: int | None = None,
+              info: dict | None = None) -> tuple[np.ndarray, np.ndarray] | None:
     """Start batch s_i and last-token batch f_i of every request such that the lazy trajectories fit
     M within N batches, with the fewest prefill batches; None if there is none.  A small MIP over
     binary y_{i,s,f} (s = 1 when ``together``) and up_s::
@@ -65,6 +66,8 @@ def lazy_plan(problem: BatchingProblem, N: int, together: bool = True,
     mb.add_constraints("lazy_memory", N, np.concatenate(rows), np.concatenate(cols), np.concatenate(vals),
                        upper=float(problem.M))
     out = solve(mb.build(), "highs", SolveOptions(time_limit=time_limit, node_limit=node_limit, threads=threads))
+    if info is not None:
+        info["stopped_on_time"] = stopped_on_time(out)
     if out.x is None:
         return None
     if out.status == SolveStatus.INFEASIBLE:
@@ -76,9 +79,12 @@ def lazy_plan(problem: BatchingProblem, N: int, together: bool = True,
 
 
 def single_prefill_batch_impossible(problem: BatchingProblem, J: int, time_limit: float = 20.0,
-                                    threads: int | None = None) -> bool:
+                                    threads: int | None = None, node_limit: int | None = None,
+                                    info: dict | None = None) -> bool:
     """True only if it is *proven* that no schedule of ≤ J batches starts every request together with no
-    eviction (the lazy-plan MIP with s = 1 is infeasible; C, P and R_max are relaxed)."""
+    eviction (the lazy-plan MIP with s = 1 is infeasible; C, P and R_max are relaxed).  ``node_limit``
+    stops the proof attempt after that many nodes (False: nothing proven); ``info["stopped_on_time"]``
+    says whether the time limit ended it."""
     I, O = problem.inputs.astype(np.int64), problem.outputs.astype(np.int64)
     if int(I.sum()) > problem.M or J < int(O.max()):
         return True
@@ -95,17 +101,20 @@ def single_prefill_batch_impossible(problem: BatchingProblem, J: int, time_limit
         rows.append(j - 1), cols.append(np.full(j.size, y.col(k))), vals.append((I[i] + np.maximum(0, O[i] - 1 - (f - j))).astype(float))
     mb.add_constraints("lazy_memory", J, np.concatenate(rows), np.concatenate(cols), np.concatenate(vals),
                        upper=float(problem.M))
-    out = solve(mb.build(), "highs", SolveOptions(time_limit=time_limit, threads=threads))
+    out = solve(mb.build(), "highs", SolveOptions(time_limit=time_limit, threads=threads, node_limit=node_limit))
+    if info is not None:
+        info["stopped_on_time"] = stopped_on_time(out)
     return out.status == SolveStatus.INFEASIBLE
 
 
 def staggered_schedule(problem: BatchingProblem, N: int, together: bool = True,
-                       threads: int | None = None, time_limit: float = 30.0) -> Schedule | None:
+                       threads: int | None = None, time_limit: float = 30.0,
+                       info: dict | None = None) -> Schedule | None:
     """The lazy schedule of `lazy_plan` (token-free batches dropped), or None."""
     I, O = problem.inputs.astype(np.int64), problem.outputs.astype(np.int64)
     if problem.online or problem.n > problem.running_limit or N < int(O.max()):
         return None
-    plan = lazy_plan(problem, N, together, threads=threads, time_limit=time_limit)
+    plan = lazy_plan(problem, N, together, threads=threads, time_limit=time_limit, info=info)
     if plan is None:
         return None
     start, finish = plan
@@ -120,6 +129,24 @@ def staggered_schedule(problem: BatchingProblem, N: int, together: bool = True,
 
 #: Time limit of one lazy-plan MIP (a safety net: they stop at a node limit first).
 PLAN_TIME_LIMIT = 30.0
+#: Node limit of one lazy-plan MIP.
+PLAN_NODE_LIMIT = 200
+
+
+def stopped_on_time(outcome) -> bool:
+    """Whether a solver outcome ended on its (wall-clock) time limit."""
+    return "time limit" in (outcome.message or "").lower()
+
+
+def lazy_plan_nonzeros(problem: BatchingProblem, N: int, together: bool) -> int:
+    """Nonzeros of the `lazy_memory` rows of `lazy_plan` (its bulk): Σ over options (i, s, f) of f − s + 1."""
+    total = 0
+    for o in problem.outputs.tolist():
+        for s in (range(1, 2) if together else range(1, N - o + 2)):
+            k = N - (s + o - 1) + 1  # f = s+o−1 … N
+            if k > 0:
+                total += k * o + k * (k - 1) // 2  # Σ_{f} (f − s + 1), f − s + 1 = o … o+k−1
+    return total
 
 #: Free-start plans (y_{i,s,f}) grow as n·N³; beyond this many requests only start-together plans are tried.
 MAX_FREE_START_REQUESTS = 10
@@ -127,7 +154,8 @@ MAX_FREE_START_REQUESTS = 10
 
 def best_staggered(problem: BatchingProblem, extra: int = 6, extra_free: int = 2,
                    threads: int | None = None, max_batches: int | None = None,
-                   deadline: float | None = None) -> tuple[Schedule, float] | None:
+                   deadline: float | None = None, clock=None,
+                   share: float | None = None) -> tuple[Schedule, float] | None:
     """Cheapest valid lazy schedule, with its latency (the validator's replay), or None: start-together
     plans for N = N_min … N_min+extra, then (n ≤ `MAX_FREE_START_REQUESTS`) free starts for
     N = N_min … N_min+extra_free (fewer batches than the best so far only).  Stops at the combinatorial lower bound.  Deterministic: the
@@ -135,7 +163,12 @@ def best_staggered(problem: BatchingProblem, extra: int = 6, extra_free: int = 2
     main MIP's: HiGHS fixes its thread count once per process.  ``max_batches`` caps N (the caller's
     `formulation.batch_count_bound` of a known incumbent: more batches cannot beat it).  ``deadline``
     (a `time.perf_counter` value, from the caller's time limit): no plan MIP starts after it and each
-    one's time limit is cut to what is left (then the result can depend on timing)."""
+    one's time limit is cut to what is left (then the result can depend on timing).  ``clock`` (a
+    `planner.core.work.WorkClock`): a plan MIP starts only if its nominal seconds
+    (`effort.plan_mip_seconds` of its size at `PLAN_NODE_LIMIT` nodes) fit within ``share`` (default
+    `effort.HEURISTIC_SHARE`) of the clock's limit, and is charged them; its wall time limit is what the
+    clock has left (a guard: a plan MIP stopped by it sets ``clock.wall_cut``)."""
+    from planner.batching import effort
     if problem.online:
         return None
     best = None
@@ -153,7 +186,16 @@ def best_staggered(problem: BatchingProblem, extra: int = 6, extra_free: int = 2
                 limit = min(limit, deadline - time.perf_counter())
                 if limit <= 0:
                     return best
-            schedule = staggered_schedule(problem, N, together, threads, time_limit=limit)
+            if clock is not None and clock.time_limit is not None:
+                nominal = effort.plan_mip_seconds(lazy_plan_nonzeros(problem, N, together), PLAN_NODE_LIMIT)
+                if not clock.allows(nominal, share=effort.HEURISTIC_SHARE if share is None else share):
+                    return best
+                clock.charge(nominal)
+                limit = min(limit, clock.wall_left())
+            info: dict = {}
+            schedule = staggered_schedule(problem, N, together, threads, time_limit=limit, info=info)
+            if clock is not None and info.get("stopped_on_time"):
+                clock.wall_cut = True
             if schedule is None:
                 continue
             report = validate_schedule(problem, schedule)
