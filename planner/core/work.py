@@ -51,14 +51,15 @@ class WorkClock:
         """Wall-clock seconds left of the time limit (≥ 0); None without a limit."""
         return None if self.time_limit is None else max(self.time_limit - self.wall_seconds(), 0.0)
 
-    def allows(self, seconds: float = 0.0, share: float = 1.0) -> bool:
+    def allows(self, seconds: float = 0.0, share: float = 1.0, *, wall_reserve: float = 0.0) -> bool:
         """True when ``seconds`` more nominal work ends within ``share`` of the time limit and the
-        wall clock is still under ``guard_share`` of it (else False; the wall case sets `wall_cut`)."""
+        wall clock, plus ``wall_reserve`` seconds the caller keeps for later phases, is still under
+        ``guard_share`` of it (else False; the wall case sets `wall_cut`)."""
         if self.time_limit is None:
             return True
         if self.spent + seconds > share * self.time_limit:
             return False
-        if self.wall_seconds() >= self.guard_share * self.time_limit:
+        if self.wall_seconds() + wall_reserve >= self.guard_share * self.time_limit:
             self.wall_cut = True
             return False
         return True

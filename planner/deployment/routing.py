@@ -20,10 +20,9 @@ fits nowhere is an input error caught when the problem is loaded.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
+from planner.core.work import WorkClock
 from planner.deployment.problem import RoutingProblem
 from planner.deployment.solution import RoutingSolution
 from planner.deployment.throughput import static_throughput
@@ -116,66 +115,89 @@ ROUTERS = {
 }
 
 
-def local_search(problem: RoutingProblem, assignment: np.ndarray, max_rounds: int = 300,
-                 deadline: float | None = None) -> np.ndarray:
-    """Improve a routing by moves and swaps off the most loaded instance while the makespan drops.
+def local_search(problem: RoutingProblem, assignment: np.ndarray, max_rounds: int = 100_000,
+                 clock: WorkClock | None = None, share: float = 1.0, info: dict | None = None,
+                 wall_reserve: float = 0.0) -> np.ndarray:
+    """Improve a routing by moves and swaps off the most loaded instance t (makespan C = L_t).
 
-    Used as the MILP's warm start (a near-optimal incumbent lets the solver stop once the bound meets it).
-    Stops early (keeping the routing found so far) once ``time.perf_counter()`` passes ``deadline``.
+    A move (request r from t to s) or a swap (r on t with q on s) is made only when both loads it
+    changes end strictly below C; among those the one whose larger new load is least, moves first,
+    swaps only when no move qualifies.  Each step lowers the loads sorted in decreasing order
+    lexicographically (the makespan never rises; the instances at C lose one, or C drops), so the
+    search cannot cycle and the routing returned is never worse than ``assignment``.  It stops at
+    a local optimum or after ``max_rounds`` steps.
+
+    ``clock`` (a `WorkClock`): every round is charged its nominal cost (`effort.local_search_seconds`
+    of the cells it scans), and no round starts unless it ends within ``share`` of the clock's time
+    limit — a deterministic stop, so the routing repeats run to run (the clock's wall-clock guard
+    aside, which it records; ``wall_reserve`` = wall seconds kept for the caller's later phases).
+    ``info`` receives ``rounds``, ``moves``, ``swaps`` and ``budget_stop``.
     """
+    from planner.deployment import effort
+
     p, fits = problem.processing_times, problem.fits
-    assign = assignment.copy()
-    S = p.shape[1]
-    loads = np.zeros(S)
-    np.add.at(loads, assign, p[np.arange(len(assign)), assign])
+    assign = np.array(assignment, dtype=np.int64, copy=True)
+    R, S = p.shape
+    rows = np.arange(R)
+    loads = np.bincount(assign, weights=p[rows, assign], minlength=S).astype(float)
+    masked = np.where(fits, p, np.inf)
+    moves = swaps = rounds = 0
+    budget_stop = False
     for _ in range(max_rounds):
-        if deadline is not None and time.perf_counter() > deadline:
-            break
         top = int(np.argmax(loads))
-        cmax = loads[top]
+        cmax = float(loads[top])
+        limit = cmax * (1.0 - 1e-12)
         mine = np.flatnonzero(assign == top)
-        best_gain, best_move = 1e-12, None
-        if mine.size and S > 1:  # move r from top to s (all r at once; first best r wins, as one by one)
-            new_s = loads[None, :] + p[mine]
-            new_s[~fits[mine]] = np.inf
-            new_s[:, top] = np.inf
-            dest = np.argmin(new_s, axis=1)
-            rest = loads.copy()
-            rest[top] = -np.inf
-            order = np.argsort(-rest, kind="stable")
-            first, second = rest[order[0]], (rest[order[1]] if S > 2 else -np.inf)
-            others = np.where(dest == order[0], second, first) if S > 2 else np.zeros(len(mine))
-            others = np.maximum(others, 0.0) if S > 2 else others
-            new_max = np.maximum(np.maximum(loads[top] - p[mine, top], new_s[np.arange(len(mine)), dest]), others)
-            gains = cmax - new_max
-            k = int(np.argmax(gains))
-            if gains[k] > best_gain:
-                best_gain, best_move = gains[k], ("move", int(mine[k]), int(dest[k]), None)
-        if best_move is None:  # swaps: r on top with q on s
-            for r in mine:
-                if deadline is not None and time.perf_counter() > deadline:
-                    break
-                for s in range(S):
-                    if s == top or not fits[r, s]:
-                        continue
-                    qs = np.flatnonzero((assign == s) & fits[:, top])
-                    if not qs.size:
-                        continue
-                    top_new = loads[top] - p[r, top] + p[qs, top]
-                    s_new = loads[s] + p[r, s] - p[qs, s]
-                    others = np.max(np.delete(loads, [top, s])) if S > 2 else 0.0
-                    new_max = np.maximum(np.maximum(top_new, s_new), others)
-                    k = int(np.argmin(new_max))
-                    if cmax - new_max[k] > best_gain:
-                        best_gain, best_move = cmax - new_max[k], ("swap", r, s, int(qs[k]))
-        if best_move is None:
+        estimate = effort.local_search_seconds(mine.size * S, 0)
+        if clock is not None and not clock.allows(estimate, share=share, wall_reserve=wall_reserve):
+            budget_stop = True
             break
-        kind, r, s, q = best_move
-        loads[top] -= p[r, top]
-        loads[s] += p[r, s]
-        assign[r] = s
-        if kind == "swap":
-            loads[s] -= p[q, s]
-            loads[top] += p[q, top]
-            assign[q] = top
+        rounds += 1
+        if mine.size == 0 or S == 1:
+            if clock is not None:
+                clock.charge(estimate)
+            break
+        new_s = loads[None, :] + masked[mine]
+        new_s[:, top] = np.inf
+        worst = np.maximum(new_s, (cmax - p[mine, top])[:, None])
+        k = int(np.argmin(worst))
+        i, s = divmod(k, S)
+        if worst[i, s] < limit:
+            if clock is not None:
+                clock.charge(estimate)
+            r = int(mine[i])
+            loads[top] -= p[r, top]
+            loads[s] += p[r, s]
+            assign[r] = s
+            moves += 1
+            continue
+        swap_cells = 0
+        best_value, best_swap = limit, None
+        for s in range(S):
+            if s == top:
+                continue
+            qs = np.flatnonzero((assign == s) & fits[:, top])
+            rs = mine[fits[mine, s]]
+            if not qs.size or not rs.size:
+                continue
+            swap_cells += rs.size * qs.size
+            new_top = cmax - p[rs, top][:, None] + p[qs, top][None, :]
+            new_other = loads[s] + p[rs, s][:, None] - p[qs, s][None, :]
+            pair_worst = np.maximum(new_top, new_other)
+            k = int(np.argmin(pair_worst))
+            a, b = divmod(k, qs.size)
+            if pair_worst[a, b] < best_value:
+                best_value, best_swap = float(pair_worst[a, b]), (int(rs[a]), s, int(qs[b]))
+        if clock is not None:
+            clock.charge(effort.local_search_seconds(mine.size * S, swap_cells))
+        if best_swap is None:
+            break
+        r, s, q = best_swap
+        loads[top] += p[q, top] - p[r, top]
+        loads[s] += p[r, s] - p[q, s]
+        assign[r], assign[q] = s, top
+        swaps += 1
+    if info is not None:
+        info.update(rounds=info.get("rounds", 0) + rounds, moves=info.get("moves", 0) + moves,
+                    swaps=info.get("swaps", 0) + swaps, budget_stop=bool(info.get("budget_stop")) or budget_stop)
     return assign

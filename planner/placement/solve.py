@@ -18,6 +18,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 
+from planner.core.agreement import objective_mismatch, reconcile_status
 from planner.core.result import Result
 from planner.core.work import WorkClock
 from planner.errors import InfeasibleError
@@ -324,16 +325,21 @@ def solve_placement(
                       None, bound_source, stats)
     report = validate_placement(problem, solution)
     objective = float(solution.workers_used)
+    # a MIP plan whose objective is not the validator's proves nothing: neither its status nor its dual bound count
+    mismatch = objective_mismatch(outcome.objective, objective, first_name="MIP objective",
+                                  second_name="the validator's") if outcome.x is not None else ""
+    if mismatch:
+        bound_value, bound_source = float(lb.value), lb.source
     status = outcome.status if outcome.status.has_solution else SolveStatus.FEASIBLE
     if objective <= bound_value:
         status = SolveStatus.OPTIMAL
+    status, mismatch = reconcile_status(status, mismatch)
     if status == SolveStatus.OPTIMAL:
         bound_value = objective
     message = outcome.message
     if not report.feasible:
         message = _join(message, f"validator rejects the plan: {report.summary()}")
-    if outcome.objective is not None and abs(outcome.objective - objective) > 1e-6:
-        message = _join(message, f"MIP objective {outcome.objective:g} differs from the validator's {objective:g}")
+    message = _join(message, mismatch)
     return Result(FAMILY, "mip", solver, status, objective, bound_value, time.perf_counter() - t0, solution,
                   build_seconds, _join(message, budget_note), report, bound_source, stats)
 

@@ -1,8 +1,12 @@
 """Driver of the compiled branch-and-bound (`compiled_search.branch_and_bound`) for `exact._ParametricSearch`.
 
-`run_sequential` runs the search in chunks of nodes: between chunks it checks the time and node
-limits and the restart threshold; it visits exactly the nodes `visit` visits (tested).  At a stop it
-leaves the open part of the tree (the stack) in ``search.frames`` for `open_bounds`.
+`run_sequential` runs the search in chunks of nodes: between chunks it charges the chunk's nominal
+seconds (`planner.priority.effort.compiled_search_seconds` of the nodes the kernel counted) to the
+search's clock and checks the nominal budget, the node limit, the restart threshold
+and the wall-clock guard; it visits exactly the nodes `visit` visits (tested).  Chunk sizes depend
+on those counts only (never on the wall clock), so a search stopped by its nominal budget stops at
+the same node on every run.  At a stop it leaves the open part of the tree (the stack) in
+``search.frames`` for `open_bounds`.
 
 Measured and not adopted: a two-thread version (one root child per worker at a time, the kernel
 releasing the GIL, the best plan shared between chunks, a dominance memo per worker).  Each worker
@@ -24,7 +28,8 @@ from planner.priority.heuristics import Plan
 if TYPE_CHECKING:
     from planner.priority.exact import _ParametricSearch
 
-#: Nodes of the first chunk; later chunks aim at CHUNK_SECONDS each.
+#: Nodes of the first chunk; later chunks aim at CHUNK_SECONDS nominal seconds each (at the nominal
+#: cost per node so far), and at most what is left of the nominal budget.
 FIRST_CHUNK_NODES = 2_000
 CHUNK_SECONDS = 0.05
 
@@ -78,16 +83,20 @@ class _Worker:
             s.multiplier_array, s.tolerance, np.array(s.min_exec), np.array(s.by_min_exec, dtype=np.int64),
             s.latest_start_array, s.due_array, s.proc_array, s.by_due_array, self.best_order, self.best_sizes, budget)
 
-    def timed_call(self, budget_nodes: int | None) -> int:
-        """One chunk (capped at ``budget_nodes`` in total when given); adapts the next chunk's size."""
+    def nominal_seconds(self) -> float:
+        from planner.priority import effort
+
+        return effort.compiled_search_seconds(self.nodes, self.search.jobs, self.search.b_max)
+
+    def next_budget(self, budget_nodes: int | None, nominal_left: float | None) -> int:
+        """The node count at which the next chunk pauses: `CHUNK_SECONDS` (or ``nominal_left``, if less)
+        at the nominal cost per node so far, at least 1,000 nodes more, capped at ``budget_nodes``."""
+        if self.nodes:
+            per_node = max(self.nominal_seconds() / self.nodes, 1e-12)
+            target = CHUNK_SECONDS if nominal_left is None else min(CHUNK_SECONDS, max(nominal_left, 0.0))
+            self.chunk = int(min(max(target / per_node, 1_000), 5_000_000))
         budget = self.nodes + self.chunk
-        if budget_nodes is not None:
-            budget = min(budget, budget_nodes)
-        started = time.perf_counter()
-        status = self.call(budget)
-        elapsed = time.perf_counter() - started
-        self.chunk = int(min(max(self.chunk * CHUNK_SECONDS / max(elapsed, 1e-6), 1_000), 5_000_000))
-        return status
+        return budget if budget_nodes is None else min(budget, budget_nodes)
 
     def take_plan(self) -> Plan | None:
         """The best plan this worker found since the last call (then forgets that it found one)."""
@@ -116,12 +125,15 @@ class _Worker:
 
 
 def _limit_reason(search: _ParametricSearch, nodes: int) -> str | None:
-    from planner.priority.exact import IMPROVED
+    from planner.priority.exact import IMPROVED, WALL_STOP
 
     if search.lam > search.restart_above:
         return IMPROVED
-    if search.deadline is not None and time.perf_counter() > search.deadline:
+    if search.clock is not None and search.work_limit is not None and search.clock.spent >= search.work_limit:
         return "time limit"
+    if search.deadline is not None and time.perf_counter() > search.deadline:
+        search.wall_cut = True
+        return WALL_STOP
     if search.node_limit is not None and nodes > search.node_limit:
         return "node limit"
     return None
@@ -138,10 +150,18 @@ def run_sequential(search: _ParametricSearch) -> None:
     from planner.priority.exact import _Stop
 
     worker = _Worker(search)
+    charged = 0.0
     while True:
         limit = None if search.node_limit is None else search.node_limit + 1
-        status = worker.timed_call(limit)
+        nominal_left = None
+        if search.clock is not None and search.work_limit is not None:
+            nominal_left = search.work_limit - search.clock.spent
+        status = worker.call(worker.next_budget(limit, nominal_left))
         search.nodes = worker.nodes
+        if search.clock is not None:
+            spent = worker.nominal_seconds()
+            search.clock.charge(spent - charged)
+            charged = spent
         _harvest(search, worker)
         if status == worker.kernel.SEARCH_DONE:
             return

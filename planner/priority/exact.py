@@ -101,11 +101,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from planner.core.work import WorkClock
+from planner.priority import effort
 from planner.priority.heuristics import Plan
 from planner.priority.lagrangian import LagrangianBound, lagrangian_bound, relaxation_data, subgradient_bound
 from planner.priority.problem import SUCCESS_TOLERANCE_MS, PriorityProblem
 
 IMPROVED = "improved incumbent"
+WALL_STOP = "wall-clock guard"
+"""`_Stop` reason of a search stopped by the wall clock before its nominal budget (the run may not repeat)."""
 """`_Stop` reason (and outcome message) of a search stopped for a restart at a better λ."""
 RESTART_GAIN = 0.001
 """At b_max ≥ 2 the search restarts, with the Lagrangian bound re-tuned at the new λ (warm-started
@@ -132,6 +136,7 @@ class ExactOutcome:
     message: str = ""
     lagrangian: float | None = None  # the root Lagrangian bound on n − λ·t when the search used it
     count_split: bool = False  # the reported bound is the count-split bound (`count_bound`)
+    wall_cut: bool = False  # the wall clock stopped a phase before its nominal budget (may not repeat)
 
 
 def batched_waiting_bound(mins: list[float], b_max: int) -> float:
@@ -186,8 +191,14 @@ class _ParametricSearch:
     """max over plans of n − λ·t (t in ms) by depth-first branch-and-bound with dominance."""
 
     def __init__(self, problem: PriorityProblem, lam: float, deadline: float | None, node_limit: int | None,
-                 latency_cache: dict[int, float], relaxation: LagrangianBound | None = None):
+                 latency_cache: dict[int, float], relaxation: LagrangianBound | None = None,
+                 clock: WorkClock | None = None, work_limit: float | None = None, compiled: bool = True):
         tab = problem.tables
+        #: nominal seconds (`planner.priority.effort`) are charged to ``clock``; the search stops once its
+        #: ``spent`` reaches ``work_limit`` (deterministic); ``deadline`` is the wall-clock guard only
+        self.clock = clock
+        self.work_limit = work_limit
+        self.wall_cut = False
         self.relaxation = relaxation
         self.restart_above = math.inf  # stop with "improved" once λ exceeds this (set by `search_once`)
         self.multipliers = relaxation.multipliers.tolist() if relaxation is not None else None
@@ -219,7 +230,7 @@ class _ParametricSearch:
         self.path: list[tuple[int, ...]] = []
         self.compiled_moore_hodgson = None
         self.compiled_size_sequence = None
-        if self.jobs <= 62:
+        if self.jobs <= 62 and compiled:
             try:  # lazy: numba's import is slow
                 from planner.priority.compiled import max_on_time, size_sequence_waiting_bound
             except ImportError:
@@ -239,7 +250,7 @@ class _ParametricSearch:
         self.seconds_per_child = SECONDS_PER_CHILD
         self.compiled_expand = None
         self.compiled_waiting = None
-        if self.b_max >= 2:
+        if self.b_max >= 2 and compiled:
             try:  # lazy: numba's import is slow
                 from planner.priority.compiled_search import batched_waiting_bound as waiting_kernel
                 from planner.priority.compiled_search import expand_batches
@@ -444,8 +455,13 @@ class _ParametricSearch:
         if self.nodes & 63 == 0:
             if self.lam > self.restart_above:
                 raise _Stop(IMPROVED)
+            if self.clock is not None:
+                self.clock.charge(effort.python_search_seconds(64))
+                if self.work_limit is not None and self.clock.spent >= self.work_limit:
+                    raise _Stop("time limit")
             if self.deadline is not None and time.perf_counter() > self.deadline:
-                raise _Stop("time limit")
+                self.wall_cut = True
+                raise _Stop(WALL_STOP)
             if self.node_limit is not None and self.nodes > self.node_limit:
                 raise _Stop("node limit")
 
@@ -481,7 +497,8 @@ class _ParametricSearch:
             count = sum(math.comb(len(remaining), size) for size in range(1, min(self.b_max, len(remaining)) + 1))
             if time.perf_counter() + count * self.seconds_per_child > self.deadline:
                 self.unexpanded.append((mask, remaining, wait, met, total))
-                raise _Stop("time limit")
+                self.wall_cut = True
+                raise _Stop(WALL_STOP)
             listed = time.perf_counter()
             children = self.children(remaining, wait, met, total)
             if count >= 10_000:  # learn this machine's speed from the large listings
@@ -561,26 +578,67 @@ further (it finds better plans), so the share only caps slow (loaded) machines."
 LAGRANGIAN_ITERATIONS = 300
 
 
-def root_relaxation(problem: PriorityProblem, lam: float, time_limit: float | None) -> LagrangianBound | None:
-    """The Lagrangian bound at λ (b_max ≥ 2 with numba available; None otherwise)."""
+def _steps_within(problem: PriorityProblem, iterations: int, clock: WorkClock | None,
+                  work_end: float | None) -> tuple[int, float]:
+    """(subgradient steps, nominal seconds per step) that fit in `LAGRANGIAN_SHARE` of the nominal
+    time left before ``work_end`` on ``clock`` (at least one step); ``iterations`` without a limit."""
+    from planner.priority.lagrangian import relaxation_data
+
+    buckets = relaxation_data(problem)[3]
+    per_step = effort.step_seconds(problem.size, buckets, problem.b_max)
+    if clock is None or work_end is None:
+        return iterations, per_step
+    left = max(work_end - clock.spent, 0.0)
+    return max(1, min(iterations, int(LAGRANGIAN_SHARE * left / per_step))), per_step
+
+
+def _wall_seconds_left(clock: WorkClock | None, deadline: float | None) -> float | None:
+    return None if clock is None or deadline is None else max(deadline - time.perf_counter(), 0.0)
+
+
+def root_relaxation(problem: PriorityProblem, lam: float, time_limit: float | None = None,
+                    clock: WorkClock | None = None, work_end: float | None = None,
+                    deadline: float | None = None) -> LagrangianBound | None:
+    """The Lagrangian bound at λ (b_max ≥ 2 with numba available; None otherwise).  With ``clock``
+    its steps are the ones that fit in `LAGRANGIAN_SHARE` of the nominal time left before
+    ``work_end`` (charged; ``deadline`` = the wall-clock guard); else ``time_limit`` caps its wall time."""
     if problem.b_max < 2:
         return None
     try:
-        return lagrangian_bound(problem, lam, iterations=LAGRANGIAN_ITERATIONS, target=VALUE_TOLERANCE * max(1, problem.size),
-                                time_limit=None if time_limit is None else LAGRANGIAN_SHARE * time_limit)
+        steps, per_step = _steps_within(problem, LAGRANGIAN_ITERATIONS, clock, work_end)
+        wall = _wall_seconds_left(clock, deadline)
+        started = time.perf_counter()
+        bound = lagrangian_bound(problem, lam, iterations=steps, target=VALUE_TOLERANCE * max(1, problem.size),
+                                 time_limit=wall if clock is not None else
+                                 (None if time_limit is None else LAGRANGIAN_SHARE * time_limit))
     except ImportError:
         return None
+    if clock is not None:
+        clock.charge(per_step * bound.iterations)
+        if wall is not None and time.perf_counter() - started > wall:
+            clock.wall_cut = True
+    return bound
 
 
 def retuned_relaxation(problem: PriorityProblem, lam: float, previous: LagrangianBound,
-                       time_limit: float | None) -> LagrangianBound:
+                       time_limit: float | None = None, clock: WorkClock | None = None,
+                       work_end: float | None = None, deadline: float | None = None) -> LagrangianBound:
     """The Lagrangian bound at a better λ, from the multipliers of ``previous`` (RESTART_ITERATIONS
-    steps at most, and LAGRANGIAN_SHARE of the time left)."""
+    steps at most, and LAGRANGIAN_SHARE of the time left: nominal with ``clock``, as `root_relaxation`)."""
     exec_ms, slack, step, buckets = relaxation_data(problem)
-    return subgradient_bound(exec_ms, slack, lam, step, buckets, RESTART_ITERATIONS,
-                             target=VALUE_TOLERANCE * max(1, problem.size),
-                             time_limit=None if time_limit is None else LAGRANGIAN_SHARE * time_limit,
-                             multipliers=previous.multipliers)
+    steps, per_step = _steps_within(problem, RESTART_ITERATIONS, clock, work_end)
+    wall = _wall_seconds_left(clock, deadline)
+    started = time.perf_counter()
+    bound = subgradient_bound(exec_ms, slack, lam, step, buckets, steps,
+                              target=VALUE_TOLERANCE * max(1, problem.size),
+                              time_limit=wall if clock is not None else
+                              (None if time_limit is None else LAGRANGIAN_SHARE * time_limit),
+                              multipliers=previous.multipliers)
+    if clock is not None:
+        clock.charge(per_step * bound.iterations)
+        if wall is not None and time.perf_counter() - started > wall:
+            clock.wall_cut = True
+    return bound
 
 
 PLAIN_NODE_BUDGET = 20_000
@@ -614,13 +672,19 @@ def count_split_bound(problem: PriorityProblem, relaxation: LagrangianBound) -> 
 
 
 def search_once(problem: PriorityProblem, incumbent: Plan, deadline: float | None, node_limit: int | None,
-                relaxation: LagrangianBound | None, restart_gain: float | None = None) -> ExactOutcome:
+                relaxation: LagrangianBound | None, restart_gain: float | None = None,
+                clock: WorkClock | None = None, work_limit: float | None = None) -> ExactOutcome:
     """One branch-and-bound from ``incumbent`` (λ = its G) with the given Lagrangian bound, if any.
     With ``restart_gain`` it stops (message `IMPROVED`, no bound) as soon as its best plan beats the
-    relaxation's λ by that factor, so the caller can re-tune the bound at the better λ."""
+    relaxation's λ by that factor, so the caller can re-tune the bound at the better λ.  ``clock`` /
+    ``work_limit``: its nominal seconds are charged and it stops when the clock reaches ``work_limit``;
+    ``deadline`` is the wall-clock guard (a stop there sets ``wall_cut``)."""
     started = time.perf_counter()
     lam = incumbent.met / incumbent.total_ms if incumbent.total_ms > 0 else 0.0
-    search = _ParametricSearch(problem, lam, deadline, node_limit, {}, relaxation)
+    no_time = clock is not None and work_limit is not None and clock.spent >= work_limit
+    # without nominal time left only the root is bounded, in Python (numba's import alone takes a second)
+    search = _ParametricSearch(problem, lam, deadline, node_limit, {}, relaxation, clock, work_limit,
+                               compiled=not no_time)
     if restart_gain is not None and relaxation is not None:
         search.restart_above = relaxation.lam * (1 + restart_gain)
     full = (1 << problem.size) - 1
@@ -628,68 +692,94 @@ def search_once(problem: PriorityProblem, incumbent: Plan, deadline: float | Non
         return ExactOutcome(incumbent, True, incumbent.g, 0, time.perf_counter() - started,
                             "proven by the Lagrangian bound")
     try:
+        if no_time:  # no nominal time left: the root is bounded as a whole (and the kernels are not loaded)
+            search.unexpanded.append((full, list(range(problem.size)), 0.0, 0, 0.0))
+            raise _Stop("time limit")
         search.run()
     except _Stop as stop:
         best = search.best or incumbent
         if stop.args[0] == IMPROVED:
-            return ExactOutcome(best, False, math.inf, search.nodes, time.perf_counter() - started, IMPROVED)
+            return ExactOutcome(best, False, math.inf, search.nodes, time.perf_counter() - started, IMPROVED,
+                                wall_cut=search.wall_cut)
         value_ub, ratio_ub = search.open_bounds()
         root_latency = search.min_more_latency(full, problem.size, 0.0)
         dinkelbach = search.lam + max(value_ub, 0.0) / root_latency
         bound = 1000.0 * max(min(dinkelbach, ratio_ub), search.lam)
         return ExactOutcome(best, False, bound, search.nodes, time.perf_counter() - started,
-                            f"stopped by the {stop.args[0]} after {search.nodes} nodes")
+                            f"stopped by the {stop.args[0]} after {search.nodes} nodes", wall_cut=search.wall_cut)
     best = search.best or incumbent
-    return ExactOutcome(best, True, best.g, search.nodes, time.perf_counter() - started)
+    return ExactOutcome(best, True, best.g, search.nodes, time.perf_counter() - started, wall_cut=search.wall_cut)
 
 
 def solve_exact(problem: PriorityProblem, incumbent: Plan, time_limit: float | None = None,
-                node_limit: int | None = None) -> ExactOutcome:
+                node_limit: int | None = None, clock: WorkClock | None = None) -> ExactOutcome:
     """Prove ``incumbent`` optimal or find the optimum (see the module docstring).  At b_max ≥ 2 a
     first search of at most PLAIN_NODE_BUDGET nodes without the Lagrangian bound; if it does not
-    finish, the bound is computed at the G of its best plan and the search restarts from that plan."""
+    finish, the bound is computed at the G of its best plan and the search restarts from that plan.
+
+    A time limit (``time_limit``, or the limit of a caller's ``clock``, whose start is the call's) is
+    spent in nominal seconds (`planner.priority.effort`): the searches stop when the clock reaches
+    the limit less the time kept for the final bounds (`effort.finish_seconds`, and the count-split
+    pass when it is planned), the Lagrangian bound takes the steps that fit in `LAGRANGIAN_SHARE` of
+    what is left — so the same instance and limit give the same plan and bound.  The wall clock only
+    guards (``guard_share`` of the limit): when it stops a phase first, ``wall_cut`` is set."""
     started = time.perf_counter()
-    deadline = None if time_limit is None else started + time_limit
+    if clock is None and time_limit is not None:
+        clock = WorkClock(time_limit, started)
+    limit = None if clock is None else clock.time_limit
+    finish = effort.finish_seconds(problem.size)
+    work_end = None if limit is None else limit - finish
+    deadline = None if limit is None or not math.isfinite(clock.guard_share) else \
+        clock.started + clock.guard_share * limit - finish
     nodes = 0
+    wall_cut = False
     if problem.b_max >= 2 and PLAIN_NODE_BUDGET > 0:
         budget = PLAIN_NODE_BUDGET if node_limit is None else min(node_limit, PLAIN_NODE_BUDGET)
-        first = search_once(problem, incumbent, deadline, budget, None)
-        out_of_time = deadline is not None and time.perf_counter() >= deadline
+        first = search_once(problem, incumbent, deadline, budget, None, clock=clock, work_limit=work_end)
+        wall_cut = first.wall_cut
+        out_of_time = work_end is not None and (clock.spent >= work_end or first.wall_cut)
         if first.proven or out_of_time or (node_limit is not None and node_limit <= PLAIN_NODE_BUDGET):
             return ExactOutcome(first.plan, first.proven, first.bound_g, first.nodes,
-                                time.perf_counter() - started, first.message)
+                                time.perf_counter() - started, first.message, wall_cut=wall_cut)
         incumbent, nodes = first.plan, first.nodes
         if node_limit is not None:
             node_limit -= nodes
     lam = incumbent.met / incumbent.total_ms if incumbent.total_ms > 0 else 0.0
-    left = None if deadline is None else max(deadline - time.perf_counter(), 0.0)
-    relaxation_started = time.perf_counter()
-    relaxation = root_relaxation(problem, lam, left)
+    relaxation = root_relaxation(problem, lam, clock=clock, work_end=work_end, deadline=deadline) \
+        if clock is not None else root_relaxation(problem, lam, None)
     # the count-split pass (reported bound only) runs if the search stops; its time is reserved up front
     count_pass = relaxation is not None and relaxation.value > VALUE_TOLERANCE * max(1, problem.size)
-    search_deadline = deadline
-    if count_pass and deadline is not None:
-        per_pass = (time.perf_counter() - relaxation_started) / max(relaxation.iterations, 1)
-        reserve = COUNT_PASS_RESERVE * (problem.size + 1) * per_pass
-        count_pass = deadline - time.perf_counter() > 4 * reserve  # else it would eat most of the time left
+    search_end = work_end
+    reserve = 0.0
+    if count_pass and work_end is not None:
+        from planner.priority.lagrangian import relaxation_data
+
+        reserve = effort.count_pass_seconds(problem.size, relaxation_data(problem)[3], problem.b_max)
+        count_pass = work_end - clock.spent > 4 * reserve  # else it would eat most of the time left
         if count_pass:
-            search_deadline = deadline - reserve
+            search_end = work_end - reserve
+    search_deadline = deadline if not count_pass or deadline is None else deadline - reserve
     while True:
-        outcome = search_once(problem, incumbent, search_deadline, node_limit, relaxation, RESTART_GAIN)
+        outcome = search_once(problem, incumbent, search_deadline, node_limit, relaxation, RESTART_GAIN,
+                              clock=clock, work_limit=search_end)
+        wall_cut = wall_cut or outcome.wall_cut
         if outcome.message != IMPROVED:
             break
         nodes += outcome.nodes
         if node_limit is not None:
             node_limit = max(node_limit - outcome.nodes, 0)
         incumbent = outcome.plan
-        left = None if deadline is None else max(deadline - time.perf_counter(), 0.0)
-        relaxation = retuned_relaxation(problem, incumbent.met / incumbent.total_ms, relaxation, left)
+        relaxation = retuned_relaxation(problem, incumbent.met / incumbent.total_ms, relaxation, clock=clock,
+                                        work_end=search_end, deadline=search_deadline)
     bound_g, count_split = outcome.bound_g, False
     if count_pass and not outcome.proven:
+        if clock is not None:
+            clock.charge(reserve)
         count_g = 1000.0 * count_split_bound(problem, relaxation)
         if count_g < bound_g:
             bound_g, count_split = max(count_g, outcome.plan.g), True
     message = outcome.message.replace(f"after {outcome.nodes} nodes", f"after {nodes + outcome.nodes} nodes")
     return ExactOutcome(outcome.plan, outcome.proven, bound_g, nodes + outcome.nodes,
                         time.perf_counter() - started, message,
-                        lagrangian=None if relaxation is None else relaxation.value, count_split=count_split)
+                        lagrangian=None if relaxation is None else relaxation.value, count_split=count_split,
+                        wall_cut=wall_cut or (clock is not None and clock.wall_cut))

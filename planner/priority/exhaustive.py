@@ -17,7 +17,9 @@ from functools import cache
 
 import numpy as np
 
+from planner.core.work import WorkClock
 from planner.errors import PlannerError
+from planner.priority import effort
 from planner.priority.evaluate import evaluate_orders, g_per_s
 from planner.priority.heuristics import Plan
 from planner.priority.problem import PriorityProblem
@@ -57,9 +59,12 @@ def permutation_blocks(n: int, tail: int = TAIL) -> Iterator[np.ndarray]:
         yield block
 
 
-def exhaustive_search(problem: PriorityProblem, time_limit: float | None = None) -> tuple[Plan, bool, int]:
+def exhaustive_search(problem: PriorityProblem, time_limit: float | None = None,
+                      clock: WorkClock | None = None) -> tuple[Plan, bool, int]:
     """(best plan, finished, plans evaluated).  ``finished`` is False when the time limit cut the
-    enumeration short (the plan is then the best found so far)."""
+    enumeration short (the plan is then the best found so far).  With ``clock`` the limit is nominal
+    (`planner.priority.effort.exhaustive_seconds` per block of plans; the same plans every run), the
+    clock's wall-clock guard aside (it records when it decided)."""
     n = problem.size
     if n > MAX_EXHAUSTIVE_JOBS:
         raise PlannerError(f"exhaustive search enumerates N!·splits plans; N = {n} > {MAX_EXHAUSTIVE_JOBS} is out of reach "
@@ -78,9 +83,16 @@ def exhaustive_search(problem: PriorityProblem, time_limit: float | None = None)
             if fits[k] and g[k] > best_key:
                 best_key = float(g[k])
                 best = Plan(tuple(int(j) for j in orders[k]), tuple(sizes), int(met[k]), float(total[k]))
-            if time_limit is not None and time.perf_counter() - started > time_limit:
+            if clock is not None:
+                clock.charge(effort.exhaustive_seconds(orders.shape[0], n))
+                stop = clock.time_limit is not None and not clock.allows(
+                    effort.exhaustive_seconds(orders.shape[0], n) + effort.finish_seconds(n))
+            else:
+                stop = time_limit is not None and time.perf_counter() - started > time_limit
+            if stop:
                 if best is None:
-                    raise PlannerError(f"exhaustive search hit its {time_limit:g} s limit before finding a plan")
+                    limit = clock.time_limit if clock is not None else time_limit
+                    raise PlannerError(f"exhaustive search hit its {limit:g} s limit before finding a plan")
                 return best, False, evaluated
     if best is None:
         raise PlannerError("no plan fits the token capacity")  # unreachable: singletons always fit

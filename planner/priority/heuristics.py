@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from planner.core.work import WorkClock
 from planner.priority.evaluate import FastTables, batches_fit, evaluate, g_per_s, greedy_batches
 from planner.priority.problem import PriorityProblem
 
@@ -234,12 +235,19 @@ def simulated_annealing(problem: PriorityProblem, seed: int = 0, params: SAParam
     return Plan(tuple(plan_order), tuple(plan_sizes), met, total)
 
 
-def local_search(problem: PriorityProblem, plan: Plan, max_passes: int = 30, deadline: float | None = None) -> Plan:
+def local_search(problem: PriorityProblem, plan: Plan, max_passes: int = 30, deadline: float | None = None,
+                 clock: WorkClock | None = None, share: float = 1.0) -> Plan:
     """Best-improvement descent used to warm-start the exact search (not one of the paper's
     methods): relocate one job to another position (batch sizes kept), swap two jobs, or move
     one batch boundary by one position; repeat while G improves.  Past ``deadline``
-    (`time.perf_counter()`; a pass at N = 100 takes seconds) it returns the best plan so far."""
+    (`time.perf_counter()`; a pass at N = 100 takes seconds) it returns the best plan so far.
+    With ``clock`` (a `WorkClock`), every 256 candidates are charged their nominal seconds
+    (`planner.priority.effort.evaluations_seconds`) and the descent stops, keeping the best plan so
+    far, before a block that would end after ``share`` of the clock's limit — a deterministic stop
+    (the clock's wall-clock guard aside, which it records)."""
     import time
+
+    from planner.priority import effort
 
     fast = FastTables(problem.tables)
     capacity = problem.token_capacity
@@ -269,10 +277,16 @@ def local_search(problem: PriorityProblem, plan: Plan, max_passes: int = 30, dea
             candidates.append((order, sizes[:-1] + [sizes[-1] - 1, 1]))
         improved = best
         out_of_time = False
+        block = effort.evaluations_seconds(256, n)
         for k, (cand_order, cand_sizes) in enumerate(candidates):
             if deadline is not None and k & 255 == 0 and time.perf_counter() > deadline:
                 out_of_time = True
                 break
+            if clock is not None and k & 255 == 0:
+                if not clock.allows(block, share):
+                    out_of_time = True
+                    break
+                clock.charge(block)
             if capacity is not None and not batches_fit(fast, cand_order, cand_sizes, capacity):
                 continue
             met, total = evaluate(fast, cand_order, cand_sizes)

@@ -16,7 +16,8 @@
       - {name: a, kind: e2e, input_tokens: 1, output_tokens: 1, slo_e2e_ms: 600, exec_ms: [300, 500, 800]}
 
 Every problem becomes one `InputError` line naming the file and field (``jobs[2].slo_tpot_ms``),
-never an echo of the whole input.  Numbers must be numbers (YAML true/false are rejected), lengths
+never an echo of the whole input.  Numbers must be YAML numbers (true/false and text such as ``"12"``
+are rejected: `planner.core.io.check_numbers`), lengths
 are at most `planner.priority.problem.MAX_JOB_TOKENS`, a job gives only the SLOs of its kind, and a ``b_max`` above the
 number of jobs is stored as the number of jobs (it allows no other plans).  ``memory`` values are finite
 numbers with ``0 < memory_gb ≤ MAX_MEMORY_GB``, ``0 < utility ≤ 1`` and ``kv_bytes_per_token ≥ 1``
@@ -32,7 +33,15 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from planner.core.io import read_yaml_mapping, resolve_relative
+from planner.core.io import (
+    MAX_YAML_BYTES,
+    check_input_file,
+    check_numbers,
+    number_text_problem,
+    read_yaml_mapping,
+    resolve_relative,
+)
+from planner.core.outputs import write_file
 from planner.costmodels.files import load_cost_model
 from planner.costmodels.models import BilinearCostModel
 from planner.errors import InputError, PlannerError
@@ -57,7 +66,7 @@ def load_priority_instance(path: Path | str, b_max: int | None = None) -> Priori
     if "b_max" not in data:
         raise InputError(path, "b_max", "required field is missing")
     if isinstance(data["b_max"], bool):
-        raise InputError(path, "b_max", f"expected a number, got the boolean {str(data['b_max']).lower()}")
+        raise InputError(path, "b_max", f"expected a number, got {str(data['b_max']).lower()}")
     if isinstance(data["b_max"], int) and data["b_max"] < 1:
         raise InputError(path, "b_max", f"must be at least 1, got {data['b_max']}")
     jobs = data.get("jobs")
@@ -72,6 +81,7 @@ def load_priority_instance(path: Path | str, b_max: int | None = None) -> Priori
         if not isinstance(cost, str):
             raise InputError(path, "cost_model", "must be a path to a bilinear cost-model YAML file")
         cost_path = resolve_relative(path, cost)
+        check_input_file(cost_path, "a bilinear cost-model YAML file", MAX_YAML_BYTES, source=path, field="cost_model")
         try:
             loaded = load_cost_model(cost_path)
         except PlannerError as exc:
@@ -94,6 +104,7 @@ def load_priority_instance(path: Path | str, b_max: int | None = None) -> Priori
         "cost_model": model,
         "jobs": jobs,
     }
+    check_numbers(PriorityProblem, payload, path)  # "12" or true where a number belongs: refused, not converted
     try:
         return PriorityProblem.model_validate(payload)
     except ValidationError as exc:
@@ -111,8 +122,8 @@ MIN_KV_BYTES_PER_TOKEN = 1.0
 def memory_capacity(path: Path | str, memory: Any) -> int:
     """Eq. 20 from an instance's ``memory:`` mapping; every problem is one line naming ``memory.<field>``.
 
-    Each value must be a finite number (a boolean is refused; text that reads as a number, such as ``5e5``,
-    which YAML leaves as text, is taken as that number): ``0 < memory_gb ≤ MAX_MEMORY_GB``,
+    Each value must be a finite YAML number (a boolean or text is refused — ``"64"``, or ``5e5``, which
+    YAML 1.1 reads as text; the message gives the spelling to use): ``0 < memory_gb ≤ MAX_MEMORY_GB``,
     ``0 < utility ≤ 1``, ``kv_bytes_per_token ≥ MIN_KV_BYTES_PER_TOKEN``; and the capacity must hold a token."""
     import math
 
@@ -124,14 +135,14 @@ def memory_capacity(path: Path | str, memory: Any) -> int:
         value = memory[key]
         if isinstance(value, bool):
             raise InputError(path, f"memory.{key}", "expected a number, got a boolean")
-        if not isinstance(value, (int, float, str)):
+        if isinstance(value, str):  # "64", or 5e5, which YAML 1.1 reads as text: refused, with the spelling to use
+            raise InputError(path, f"memory.{key}", number_text_problem(value))
+        if not isinstance(value, (int, float)):
             raise InputError(path, f"memory.{key}", f"expected a number, got {_shown(value)}")
-        try:  # text too: YAML reads 5e5 (no dot) as the text "5e5"
+        try:
             number = float(value)
         except OverflowError:  # an integer beyond the float range
             number = math.inf
-        except ValueError:
-            raise InputError(path, f"memory.{key}", f"expected a number, got {_shown(value)}") from None
         if not math.isfinite(number):
             raise InputError(path, f"memory.{key}", f"must be a finite number, got {number}")
         values[key] = number
@@ -239,6 +250,5 @@ def save_priority_instance(problem: PriorityProblem, path: Path | str, cost_mode
         raise PlannerError(f"{path}: is a directory, expected a file name")
     if path.exists() and not force:
         raise PlannerError(f"{path}: already exists; pass --force to overwrite it")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(problem_to_yaml(problem, cost_model_ref))
+    write_file(path, problem_to_yaml(problem, cost_model_ref), force, "OUTPUT")  # atomic; no overwrite without force
     return path

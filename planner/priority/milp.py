@@ -36,10 +36,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from planner.core.agreement import objective_mismatch
 from planner.priority.evaluate import FastTables, evaluate
 from planner.priority.exact import ExactOutcome, batched_waiting_bound
 from planner.priority.heuristics import Plan
-from planner.priority.problem import SUCCESS_TOLERANCE_MS, PriorityProblem
+from planner.priority.problem import SUCCESS_TOLERANCE_MS, InstancePlan, PriorityProblem, PrioritySchedule
+from planner.priority.validator import validate_schedule
 from planner.solver import LinearModel, ModelBuilder, SolveOptions, SolveStatus, VarBlock, solve
 
 PROOF_TOLERANCE = 1e-6
@@ -333,6 +335,7 @@ def solve_milp(problem: PriorityProblem, incumbent: Plan, time_limit: float | No
     bound_f = math.inf
     ratio = best.g
     status = "not started"
+    disagreement = ""
     while True:
         ratio = best.met / (best.total_ms / 1000.0)
         remaining = None if main_limit is None else main_limit - (time.perf_counter() - started)
@@ -350,6 +353,15 @@ def solve_milp(problem: PriorityProblem, incumbent: Plan, time_limit: float | No
         if outcome.x is not None:
             order, sizes = decode_plan(problem, layout, outcome.x)
             met, total = evaluate(fast, order, sizes)
+            # a round that claims optimality must price its plan as the validator does (a stopped
+            # round's incumbent may carry slack durations; it claims nothing)
+            mismatch = validator_mismatch(problem, order, sizes, ratio, outcome.objective) if finished else ""
+            if mismatch:  # the MILP priced its plan unlike the validator: its optimality proves nothing
+                finished, disagreement = False, mismatch
+                if met * best.total_ms > best.met * total * (1 + 1e-12):
+                    best = Plan(tuple(order), tuple(sizes), met, total)
+                bound_f, status = math.inf, "objective mismatch"
+                break
             if met * best.total_ms > best.met * total * (1 + 1e-12):
                 best = Plan(tuple(order), tuple(sizes), met, total)
                 if finished:
@@ -366,6 +378,22 @@ def solve_milp(problem: PriorityProblem, incumbent: Plan, time_limit: float | No
     if math.isfinite(bound_f):  # F̄ bounds n − ratio·t of every plan, with ratio the λ of the last round
         bound_g = min(bound_g, ratio + max(bound_f, 0.0) / t_min_s)
     bound_g = max(bound_g, best.g)
+    if disagreement:
+        return ExactOutcome(best, False, bound_g, nodes, time.perf_counter() - started,
+                            f"{disagreement}: not reported optimal; G ≤ {bound_g:.6g} (t ≥ {t_min_s:.4g} s)")
     return ExactOutcome(best, False, bound_g, nodes, time.perf_counter() - started,
                         f"MILP stopped ({status}) after {rounds} rounds: n − λ·t ≤ {bound_f:.4g} at λ = {ratio:.6g}, "
                         f"t ≥ {t_min_s:.4g} s")
+
+
+def validator_mismatch(problem: PriorityProblem, order: list[int], sizes: list[int], ratio: float,
+                       milp_value: float | None) -> str:
+    """"" when the MILP's objective ``n − λ·t`` (t in s, λ = ``ratio``) at its plan equals the independent
+    validator's recomputation of that plan within 1e-6 relative (and 1e-6·N absolute, the objective
+    being a difference of two numbers near N); else the line naming both values."""
+    schedule = PrioritySchedule(plans=(InstancePlan(order=tuple(order), batch_sizes=tuple(sizes)),),
+                                job_names=tuple(j.name for j in problem.jobs), met=0, total_latency_ms=0.0)
+    report = validate_schedule(problem, schedule)
+    recomputed = report.details["slo_met"] - ratio * report.details["total_latency_ms"] / 1000.0
+    return objective_mismatch(milp_value, recomputed, first_name="MILP objective n − λ·t",
+                              second_name="the validator's", abs_tol=1e-6 * max(1, problem.size))

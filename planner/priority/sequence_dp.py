@@ -27,6 +27,8 @@ import time
 
 import numpy as np
 
+from planner.core.work import WorkClock
+from planner.priority import effort
 from planner.priority.evaluate import FastTables, evaluate
 from planner.priority.exact import VALUE_TOLERANCE, ExactOutcome
 from planner.priority.heuristics import Plan
@@ -51,8 +53,13 @@ def _order_from(last: np.ndarray, jobs: int) -> list[int]:
     return order
 
 
-def solve_sequence_dp(problem: PriorityProblem, incumbent: Plan, time_limit: float | None = None) -> ExactOutcome:
-    """Prove ``incumbent`` optimal or find the optimum at b_max = 1 (see the module docstring)."""
+def solve_sequence_dp(problem: PriorityProblem, incumbent: Plan, time_limit: float | None = None,
+                      clock: WorkClock | None = None) -> ExactOutcome:
+    """Prove ``incumbent`` optimal or find the optimum at b_max = 1 (see the module docstring).
+
+    With ``clock`` (a `WorkClock` with a limit) each round is charged its nominal seconds
+    (`planner.priority.effort.dp_round_seconds`) and no round starts that would end after the limit
+    less the final bounds' time (deterministic; the wall-clock guard aside, which sets ``wall_cut``)."""
     if not dp_applies(problem):
         raise ValueError(f"the subset DP needs b_max = 1 and N ≤ {MAX_DP_JOBS}")
     from planner.priority.compiled import sequence_dp  # lazy: numba's import is slow
@@ -70,6 +77,8 @@ def solve_sequence_dp(problem: PriorityProblem, incumbent: Plan, time_limit: flo
         value, last = sequence_dp(execs, slacks, lam)
         rounds += 1
         if value <= tolerance:
+            if clock is not None:
+                clock.charge(effort.dp_round_seconds(problem.size))
             return ExactOutcome(best, True, best.g, rounds, time.perf_counter() - started,
                                 f"subset DP, {rounds} Dinkelbach rounds")
         order = _order_from(last, problem.size)
@@ -78,12 +87,18 @@ def solve_sequence_dp(problem: PriorityProblem, incumbent: Plan, time_limit: flo
         if candidate.g > best.g:
             best = candidate
         new_lam = best.met / best.total_ms
-        out_of_time = time_limit is not None and time.perf_counter() - started > time_limit
+        if clock is not None:
+            clock.charge(effort.dp_round_seconds(problem.size))
+            out_of_time = clock.time_limit is not None and not clock.allows(
+                effort.dp_round_seconds(problem.size) + effort.finish_seconds(problem.size))
+        else:
+            out_of_time = time_limit is not None and time.perf_counter() - started > time_limit
         if new_lam <= lam or out_of_time:  # no progress (round-off) or time is up: report a bound
             shortest = np.sort(execs)
             least_latency = float(np.sum(shortest * np.arange(problem.size, 0, -1)))
             bound = 1000.0 * max(lam + max(value, 0.0) / least_latency, best.met / best.total_ms)
             reason = "time limit" if out_of_time else "no progress in the Dinkelbach ratio (round-off)"
             return ExactOutcome(best, False, bound, rounds, time.perf_counter() - started,
-                                f"subset DP stopped by the {reason} after {rounds} rounds")
+                                f"subset DP stopped by the {reason} after {rounds} rounds",
+                                wall_cut=clock is not None and clock.wall_cut)
         lam = new_lam

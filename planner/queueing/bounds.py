@@ -165,3 +165,99 @@ def swap_assignment_bound(problem: QueueingProblem, max_cells: int = MAX_CELLS,
     assignment = tuple((int(c // depth), int(c % depth)) for c in column_of_row)
     return AssignmentBound(value, tuple(queues), depth, cost, row_dual, column_dual.reshape(len(queues), depth),
                            work, np.where(forbidden, np.inf, finite_base), assignment)
+
+
+# ---- bounds that are cheap at any size (the fallback path's bound when the assignments are too large) ----
+
+def _head_estimates(problem: QueueingProblem) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(least work m_i, least head estimate h_i, speed factor c_g) over the existing queues:
+    ``m_i = min_g W[g,i]`` and ``h_i = min_g (busy_g + swap + own)`` over the queues group i fits on
+    (one swap time when its model is not the one loaded on g; ``own`` = its work and tail in completion
+    mode), and ``c_g = min_i W[g,i] / m_i`` over the groups that fit on g (so ``W[g,i] ≥ c_g·m_i``).
+    None when some group fits on no existing queue (no plan exists)."""
+    queues = [g for g, q in enumerate(problem.queues) if not q.optional]
+    if not queues or problem.num_groups == 0:
+        return None
+    work = problem.work_s[[problem.queues[g].type_index for g in queues]]
+    tail = problem.tail_s[[problem.queues[g].type_index for g in queues]]
+    allowed = np.isfinite(work) & np.isfinite(tail)
+    if not allowed.any(axis=0).all():
+        return None
+    own = work + tail if problem.deadline == "completion" else np.zeros_like(work)
+    busy = np.array([problem.queues[g].busy_s for g in queues])
+    swap = np.array([problem.types[problem.queues[g].type_index].swap_time_s for g in queues])
+    loaded = [problem.queues[g].loaded_model for g in queues]
+    switch = np.array([[grp.model != loaded[k] for grp in problem.groups] for k in range(len(queues))])
+    head = busy[:, None] + np.where(switch, swap[:, None], 0.0) + own
+    least_work = np.where(allowed, work, np.inf).min(axis=0)
+    least_head = np.where(allowed, head, np.inf).min(axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(allowed & (least_work[None, :] > 0), work / least_work[None, :], np.inf)
+    speed = ratio.min(axis=1)
+    speed = np.where(np.isfinite(speed), np.maximum(speed, 1.0), 1.0)  # c_g ≥ 1 always holds (m_i is the least)
+    return least_work, least_head, speed
+
+
+def pooled_start_bound(problem: QueueingProblem) -> float | None:
+    """A lower bound on the penalty ``Σ_i (estimate_i − slo_i)`` of every plan on the existing queues,
+    in O(groups · queues · log) (for sizes where the assignment bounds are not computed):
+
+    ``Σ_k m_(k)·u_(k) + Σ_i h_i − Σ_i slo_i``, with m sorted in decreasing order, u = the n smallest
+    numbers of the union over queues g of {c_g·r : r = 0, 1, …} in increasing order, and m_i, h_i,
+    c_g of `_head_estimates` (all c_g = 1 gives u_(k) = ⌊k / G⌋, G queues).
+
+    Proof.  In any plan a group i on queue g with r_i groups after it delays each of them by its work:
+    ``Σ_i estimate_i = Σ_i (W[g_i,i]·r_i + head_{g_i,i} + Σ swaps after the first)`` with
+    ``head_{g,i}`` = busy_g + (one swap time if i's model is not g's loaded one) + own (as in
+    `AssignmentBound`; only more swaps are dropped).  So ``Σ_i estimate_i ≥ Σ_i m_i·(c_{g_i}·r_i) +
+    Σ_i h_i``.  The numbers ``x_i = c_{g_i}·r_i`` of a plan are distinct elements of the union above (a
+    queue holding n_g groups uses r = 0 … n_g − 1), so the k-th smallest x is at least u_(k);
+    pairing the largest m with the smallest x minimises ``Σ m_i·x_i`` (rearrangement inequality, m ≥ 0),
+    which gives the first sum.  ∎"""
+    heads = _head_estimates(problem)
+    if heads is None:
+        return None
+    least_work, least_head, speed = heads
+    n = len(least_work)
+    slots = np.sort((speed[:, None] * np.arange(n, dtype=float)[None, :]).ravel(), kind="stable")[:n]
+    ordered = np.sort(least_work)[::-1]
+    total_start = float((ordered * slots).sum() + least_head.sum())
+    return total_start * (1.0 - 1e-12) - float(problem.slo().sum())  # shaved against summation rounding
+
+
+def head_lateness_bound(problem: QueueingProblem) -> float | None:
+    """A lower bound on the soft objectives of every plan on the existing queues: a group is never
+    earlier than at the head of its best queue (``estimate_i ≥ h_i`` of `_head_estimates`), so its
+    lateness is at least ``ℓ_i = max(0, h_i − slo_i)``: total lateness ≥ Σ ℓ_i, max lateness ≥ max ℓ_i,
+    late groups ≥ #{i: ℓ_i above the validator's tolerance}.  None for the penalty objective."""
+    from planner.queueing.validator import TOLERANCE
+
+    heads = _head_estimates(problem)
+    if heads is None or problem.objective == "penalty":
+        return None
+    _, least_head, _ = heads
+    slo = problem.slo()
+    lateness = np.maximum(least_head - slo, 0.0)
+    if problem.objective == "total_lateness":
+        return float(lateness.sum())
+    if problem.objective == "max_lateness":
+        return float(lateness.max(initial=0.0))
+    return float(np.sum(lateness > TOLERANCE))  # the validator's count: lateness above TOLERANCE
+
+
+def fallback_lower_bound(problem: QueueingProblem) -> tuple[float, str] | None:
+    """The best cheap bound of the problem's objective (value, source): for the penalty the larger of
+    `penalty_lower_bound` (when its assignment is small enough) and `pooled_start_bound`; for the soft
+    objectives `head_lateness_bound`.  None when no plan exists on the existing queues."""
+    if problem.objective != "penalty":
+        value = head_lateness_bound(problem)
+        return None if value is None else (value, "lateness at the head of the best queue")
+    best = None
+    pooled = pooled_start_bound(problem)
+    if pooled is not None:
+        best = (pooled, "pooled positions (least work per group and speed per queue, rearrangement; "
+                        "no swaps beyond the first, no SLOs)")
+    assignment = penalty_lower_bound(problem)
+    if assignment is not None and (best is None or assignment > best[0]):
+        best = (assignment, "assignment relaxation (no swaps, no SLOs)")
+    return best

@@ -27,6 +27,11 @@ now decides on a `WorkClock` charged with these estimates, computed from work co
   variable, Σ_d |D(d)| × classes (build, conversion and hand-over to HiGHS measured at 2.3–2.4 µs per
   cell for 2,000–20,000 groups × 16–64 queues, 0.7–29 M non-zeros).
 
+* reading an instance (charged when the caller's call began before it, ``started=``): `LOAD_FIXED`
+  plus `LOAD_PER_GROUP` per group (0.9–1.9 s for 2,000 groups on the shared reference machine), and
+  loading the compiled kernels from numba's cache in a new process, `COMPILED_LOAD` once per call
+  of the certified pipeline (0.3–1.5 s measured; charged on every call so that the budget repeats).
+
 The constants are non-negative least-squares fits of the relative error on this project's reference
 machine (2-core Xeon; `benchmarks/queueing_effort.py` re-measures them on random instances of 25–400
 groups × 2–8 queues and writes `benchmarks/results/queueing_effort.md`), rounded up by about a
@@ -57,6 +62,14 @@ SLOTS_BUILD_PER_CELL = 2.0e-4
 SLOTS_BUILD_PER_BINARY = 5.0e-6
 CAPACITY_ROWS_PER_CLASS = 7.0e-4
 CAPACITY_PER_CELL = 3.0e-6
+LOAD_FIXED = 0.05
+LOAD_PER_GROUP = 8.0e-4
+COMPILED_LOAD = 0.8
+
+
+def load_seconds(num_groups: int) -> float:
+    """Reading and checking an instance of ``num_groups`` groups (YAML, Θ and P per group and type)."""
+    return LOAD_FIXED + LOAD_PER_GROUP * num_groups
 
 
 def search_seconds(counts, num_groups: int) -> float:

@@ -32,11 +32,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from planner.core.agreement import objective_mismatch, reconcile_status
 from planner.core.result import Result
 from planner.core.work import WorkClock
 from planner.errors import InfeasibleError, PlannerError
 from planner.queueing import effort
-from planner.queueing.bounds import penalty_lower_bound
+from planner.queueing.bounds import fallback_lower_bound
 from planner.queueing.capacity import capacity_lower_bound, describe_bound, is_at_bound, witness_fleet
 from planner.queueing.certified import solve_certified
 from planner.queueing.formulation import QueueMilp, build_model, warm_start_vector
@@ -60,6 +61,11 @@ MILP_BUILD_FLOOR_SECONDS = 1.0
 #: Share of the scale-up's time limit for the witness search (nominal seconds, `planner.core.work`);
 #: the capacity bound before it may use half of the budget (wall clock, HiGHS), the MILP gets the rest.
 WITNESS_SHARE = 0.4
+
+
+#: What a result says when a MILP of the fallback path stopped on its wall-clock time limit.
+MILP_WALL_NOTE = ("the MILP stopped on the wall clock (its time limit), not on a nominal budget: this plan may not "
+                  "repeat on another run")
 
 
 def choose_formulation(problem: QueueingProblem, formulation: str) -> str:
@@ -174,7 +180,7 @@ def scale_up(problem: QueueingProblem, formulation: str = "auto", *, solver: str
     ``witness_seconds``: the witness search's budget in nominal seconds (default `WITNESS_SHARE` ×
     ``time_limit``).  A caller whose ``time_limit`` is "the wall time left" passes a budget fixed in
     advance, so the witness (and hence the answer) does not depend on how long earlier phases took;
-    the witness still stops at the wall-clock deadline of this call (reported as ``wall_clock_cut``).
+    the witness still stops at the wall-clock deadline of this call (reported as ``wall_cut``).
 
     First the capacity bound and the witness search of `planner.queueing.capacity` (a proven least
     cost, and the cheapest fleet on which a baseline + descent meets every SLO); if the witness
@@ -201,7 +207,7 @@ def scale_up(problem: QueueingProblem, formulation: str = "auto", *, solver: str
     witness_clock = _witness_clock(time_limit, witness_seconds, deadline)
     witness = witness_fleet(problem, min_cost=0.0 if bound is None else bound.cost, clock=witness_clock)
     if witness_clock is not None and witness_clock.wall_cut:
-        info["wall_clock_cut"] = True
+        info["wall_cut"] = True
     witness_plan = None
     if witness is not None:
         by_name = dict(zip(witness.plan.queue_names, witness.plan.queues))
@@ -266,24 +272,27 @@ def objective_offset(problem: QueueingProblem) -> float:
 def solve_queueing(problem: QueueingProblem, *, solver: str = "highs", formulation: str = "auto",
                    time_limit: float | None = None, threads: int | None = None, seed: int = 0,
                    soft_objective: str = "total_lateness", recommend_scale_up: bool = True,
-                   verbose: bool = False) -> Result[QueueAssignment]:
+                   verbose: bool = False, started: float | None = None) -> Result[QueueAssignment]:
     """The MILP on the problem's objective, with the soft version and scale-up when SLOs cannot be met.
 
-    The result's ``gap`` excludes the objective's constant (`objective_offset`)."""
+    The result's ``gap`` excludes the objective's constant (`objective_offset`).  ``started``: the
+    `time.perf_counter` time the caller's call began, when it read the instance first (the CLI): the
+    time limit counts from it and the reading is charged its nominal cost (`effort.load_seconds`)."""
     result = _solve_queueing(problem, solver=solver, formulation=formulation, time_limit=time_limit, threads=threads,
                              seed=seed, soft_objective=soft_objective, recommend_scale_up=recommend_scale_up,
-                             verbose=verbose)
+                             verbose=verbose, started=started)
     return replace(result, objective_offset=objective_offset(problem))
 
 
 def _solve_queueing(problem: QueueingProblem, *, solver: str, formulation: str, time_limit: float | None,
                     threads: int | None, seed: int, soft_objective: str, recommend_scale_up: bool,
-                    verbose: bool) -> Result[QueueAssignment]:
+                    verbose: bool, started: float | None = None) -> Result[QueueAssignment]:
     check_solver_name(solver)
     precheck(problem)
     if soft_objective not in OBJECTIVES or soft_objective in HARD_OBJECTIVES:
         raise PlannerError(f"soft objective must be one of total_lateness, max_lateness, late_groups, got {soft_objective!r}")
     t0 = time.perf_counter()
+    began = started if started is not None else t0  # the time limit counts from here
     baselines = [run_heuristic(problem, name) for name in HEURISTICS]
     valid = [r for r in baselines if r.validation and r.validation.feasible]
     best_baseline = min(valid, key=lambda r: r.objective) if valid else None
@@ -294,26 +303,31 @@ def _solve_queueing(problem: QueueingProblem, *, solver: str, formulation: str, 
         starts = [r.solution for r in sorted(baselines, key=lambda r: (not (r.validation and r.validation.feasible),
                                                                         r.objective if r.validation and r.validation.feasible
                                                                         else lateness[r.method]))]
-        clock = WorkClock(time_limit, t0)
-        clock.charge(effort.baseline_seconds(problem.num_queues, problem.num_groups))
+        clock = WorkClock(time_limit, began)
+        if started is not None:
+            clock.charge(effort.load_seconds(problem.num_groups))
+        clock.charge(effort.COMPILED_LOAD + effort.baseline_seconds(problem.num_queues, problem.num_groups))
         certified = solve_certified(problem, starts, solver=solver, time_limit=time_limit, threads=threads, seed=seed,
-                                    verbose=verbose, started=t0, clock=clock, keep=kept)
+                                    verbose=verbose, started=began, clock=clock, keep=kept)
         if certified is not None:
             certified.stats["baseline_best"] = best_baseline.method if best_baseline else None
             return certified
-    remaining = None if time_limit is None else max(time_limit - (time.perf_counter() - t0), 0.01)
+    remaining = None if time_limit is None else max(time_limit - (time.perf_counter() - began), 0.01)
     # Warm start: the best baseline meeting the hard SLOs, else (soft objectives) the best baseline at all.
     warm = best_baseline if best_baseline is not None or problem.hard_deadlines else min(baselines, key=lambda r: r.objective)
     run = solve_milp(problem, problem.objective, chosen, solver=solver, time_limit=remaining, threads=threads,
                      seed=seed, verbose=verbose, warm_plan=warm.solution if warm is not None else None)
     stats = dict(run.stats)
     stats["baseline_best"] = best_baseline.method if best_baseline else None
+    if time_limit is not None and run.milp is not None and "time limit" in (run.message or "").lower():
+        stats["wall_cut"] = True  # HiGHS stopped on its (wall-clock) time limit
+        run = replace(run, message=_join(run.message, MILP_WALL_NOTE))
 
     # A baseline meeting every SLO outranks an "infeasible" from the MILP (the model-block MILP is a
     # restriction; from the exact slots MILP it would be a numerical failure): it is reported below.
     if problem.hard_deadlines and best_baseline is None and not kept and run.status in (SolveStatus.INFEASIBLE,
                                                                                         SolveStatus.NO_SOLUTION):
-        return _infeasible(problem, run, chosen, solver, soft_objective, recommend_scale_up, time_limit, threads, seed, t0,
+        return _infeasible(problem, run, chosen, solver, soft_objective, recommend_scale_up, time_limit, threads, seed, began,
                            [b.solution for b in baselines if b.solution is not None])
     if run.status == SolveStatus.ERROR or run.plan is None:
         message = run.message or "no solution within the time limit"
@@ -333,12 +347,14 @@ def _solve_queueing(problem: QueueingProblem, *, solver: str, formulation: str, 
         if fallback is not None:
             plan, report, objective, what = fallback
             message += f"; {what} is reported instead"
-            relaxed = penalty_lower_bound(problem) if problem.objective == "penalty" else None
+            relaxed = fallback_lower_bound(problem)
+            if relaxed is not None and problem.objective == "penalty":
+                total_start = objective + float(problem.slo().sum())
+                stats["gap_of_sum_start"] = max(objective - relaxed[0], 0.0) / max(abs(total_start), 1e-9)
             stats.update(_plan_stats(report))
             return Result(FAMILY, "milp", solver, SolveStatus.ERROR if run.status == SolveStatus.ERROR else SolveStatus.FEASIBLE,
-                          objective, relaxed, time.perf_counter() - t0, plan,
-                          run.build_seconds, message, report,
-                          "assignment relaxation (no swaps, no SLOs)" if relaxed is not None else "", stats)
+                          objective, relaxed[0] if relaxed else None, time.perf_counter() - t0, plan,
+                          run.build_seconds, message, report, relaxed[1] if relaxed else "", stats)
         status = SolveStatus.ERROR if run.status == SolveStatus.ERROR else SolveStatus.NO_SOLUTION
         return Result(FAMILY, "milp", solver, status, None, None, time.perf_counter() - t0, None,
                       run.build_seconds, message, None, "", stats)
@@ -351,10 +367,10 @@ def _solve_queueing(problem: QueueingProblem, *, solver: str, formulation: str, 
     if exact and run.bound is not None:
         bound = objective if status == SolveStatus.OPTIMAL else run.bound
         bound_source = f"{solver} dual bound"
-    if problem.objective == "penalty" and status != SolveStatus.OPTIMAL:
-        relaxed = penalty_lower_bound(problem)
-        if relaxed is not None and (bound is None or relaxed > bound):
-            bound, bound_source = relaxed, "assignment relaxation (no swaps, no SLOs)"
+    if status != SolveStatus.OPTIMAL:
+        relaxed = fallback_lower_bound(problem)
+        if relaxed is not None and (bound is None or relaxed[0] > bound):
+            bound, bound_source = relaxed
     if not exact:
         message = _join(message, "model-block formulation (blocks in one run per model, EDF inside): "
                                  "a feasible plan, not a proven optimum")
@@ -363,12 +379,19 @@ def _solve_queueing(problem: QueueingProblem, *, solver: str, formulation: str, 
                                  f"{objective:g}) and is reported")
         plan, report, objective = best_baseline.solution, best_baseline.validation, best_baseline.objective
         status = SolveStatus.FEASIBLE
-    elif run.objective is not None and abs(run.objective - objective) > 1e-6 * max(1.0, abs(objective)):
-        message = _join(message, f"MILP objective {run.objective:g} differs from the validator's {objective:g}")
     if not report.feasible:
         message = _join(message, f"validator rejects the plan: {report.summary()}")
     if bound is not None and report.feasible and objective <= bound + 1e-9 * max(1.0, abs(objective)):
         status, bound = SolveStatus.OPTIMAL, objective  # the plan meets a valid lower bound
+    if plan is run.plan:  # the MILP's plan: its optimality claim needs its objective to be the validator's
+        mismatch = objective_mismatch(run.objective, objective, first_name="MILP objective",
+                                      second_name="the validator's")
+        if mismatch:
+            status, note = reconcile_status(status, mismatch)
+            message = _join(message, note)
+            if bound_source == f"{solver} dual bound":  # a bound of the mispriced model proves nothing either
+                relaxed = fallback_lower_bound(problem)
+                bound, bound_source = relaxed if relaxed is not None else (None, "")
     if bound is not None and problem.objective == "penalty":
         # the penalty carries the constant −Σ slo; the gap relative to Σ start is the informative one
         total_start = objective + float(problem.slo().sum())
@@ -520,9 +543,9 @@ def _infeasible(problem, run, chosen, solver, soft_objective, recommend_scale_up
         rec = scale_up(problem, chosen, solver=solver, time_limit=_seconds_left(deadline), threads=threads, seed=seed,
                        witness_seconds=witness_seconds)
         stats["scale_up"] = rec
-        witness_cut = bool(rec.get("wall_clock_cut"))
+        witness_cut = bool(rec.get("wall_cut"))
         if witness_cut:
-            stats["wall_clock_cut"] = True
+            stats["wall_cut"] = True
         by_capacity = bool(rec.get("current_fleet_infeasible"))
         if rec["extra_instances"]:
             parts.append("scale-up: " + ", ".join(f"+{n} {t}" for t, n in rec["extra_instances"].items())
