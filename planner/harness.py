@@ -86,14 +86,15 @@ def available_families() -> dict[str, FamilyHarness]:
 
 def family_of(path: Path, families: dict[str, FamilyHarness] | None = None) -> str | None:
     """The family an instance file belongs to, or None (see the module docstring)."""
-    import yaml
+    from planner.core.io import read_yaml_mapping
+    from planner.errors import PlannerError
 
     families = families if families is not None else available_families()
     if path.suffix.lower() not in (".yaml", ".yml"):
         return None
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError):
+    try:  # the loaders' reading rules: a regular UTF-8 file under the size cap, aliases bounded
+        data = read_yaml_mapping(path)
+    except PlannerError:
         return None
     if not isinstance(data, dict):
         return None

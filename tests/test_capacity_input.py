@@ -30,9 +30,9 @@ def _run_cap(tmp_path: Path, monkeypatch, capsys, text: str) -> tuple[int, str, 
 
 @pytest.mark.parametrize(("old", "new", "message"), [
     ("seed: 0", "seed: -1", "solve.seed: must be a non-negative integer, got -1"),
-    ("seed: 0", "seed: abc", "solve.seed: must be a non-negative integer, got abc"),
+    ("seed: 0", "seed: abc", "solve.seed: expected a number, not text (got 'abc')"),
     ("seed: 0", "seed: 1.5", "solve.seed: must be a non-negative integer, got 1.5"),
-    ("seed: 0", "seed: true", "solve.seed: must be a non-negative integer, got true"),
+    ("seed: 0", "seed: true", "solve.seed: expected a number, got true"),
     ("rates: [2]", "rates: [true]", "rates[0]: expected a number, got true"),
     ("rates: [2]", "rates: [.inf]", "rates[0]: must be finite, got inf"),
     ("rates: [2]", "rates: [2, .nan]", "rates[1]: must be finite, got nan"),

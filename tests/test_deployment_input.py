@@ -157,9 +157,10 @@ def test_routing_time_limit_covers_the_whole_call(monkeypatch, capsys, tmp_path:
         assert time.perf_counter() - start < 12, command
 
 
-def test_local_search_deadline_and_never_worse(tmp_path: Path) -> None:
+def test_local_search_budget_and_never_worse(tmp_path: Path) -> None:
     import numpy as np
 
+    from planner.core.work import WorkClock
     from planner.deployment.instance import load_routing_instance
     from planner.deployment.routing import ROUTERS, local_search
 
@@ -174,9 +175,18 @@ def test_local_search_deadline_and_never_worse(tmp_path: Path) -> None:
         np.add.at(loads, a, p[np.arange(len(a)), a])
         return float(loads.max())
 
-    assert (local_search(problem, start, deadline=time.perf_counter() - 1) == start).all()  # past deadline: unchanged
+    spent = WorkClock(1.0)
+    spent.charge(1.0)  # nothing of the budget left: unchanged
+    info: dict = {}
+    assert (local_search(problem, start, clock=spent, info=info) == start).all() and info["budget_stop"]
     better = local_search(problem, start)
-    assert makespan(better) <= makespan(start) and problem.fits[np.arange(len(better)), better].all()
+    assert makespan(better) < makespan(start) and problem.fits[np.arange(len(better)), better].all()
+    # a nominal budget stops after the same rounds on every run
+    runs = []
+    for _ in range(2):
+        info = {}
+        runs.append((local_search(problem, start, clock=WorkClock(0.01, guard_share=float("inf")), info=info), info))
+    assert (runs[0][0] == runs[1][0]).all() and runs[0][1] == runs[1][1] and runs[0][1]["budget_stop"]
 
 
 def test_largest_independent_cluster_is_quick(monkeypatch, capsys, tmp_path: Path) -> None:

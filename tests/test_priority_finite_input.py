@@ -37,7 +37,10 @@ def with_memory(tmp_path: Path, monkeypatch, capsys, key: str, text: str) -> Pat
     ("memory_gb", "1" + "0" * 400, "memory.memory_gb: must be a finite number, got inf"),  # beyond the float range
     ("memory_gb", "1.0e+300", "memory.memory_gb: must be positive and at most 1e+06"),  # × 10^9 was inf → NaN
     ("memory_gb", "0", "memory.memory_gb: must be positive"),
-    ("memory_gb", "abc", "memory.memory_gb: expected a number, got the text 'abc'"),
+    ("memory_gb", "abc", "memory.memory_gb: expected a number, not text (got 'abc')"),
+    ("memory_gb", "'64'", "memory.memory_gb: expected a number, not text (got '64'): write 64 without quotes"),
+    ("kv_bytes_per_token", "5e5", "memory.kv_bytes_per_token: expected a number, not text (got '5e5') "
+                                  "(YAML reads 5e5 as text: write 500000 or 5.0e+5)"),
     ("memory_gb", "true", "memory.memory_gb: expected a number, got a boolean"),
     ("memory_gb", "[1, 2]", "memory.memory_gb: expected a number, got a list"),
     ("utility", ".inf", "memory.utility: must be a finite number, got inf"),
@@ -57,8 +60,8 @@ def test_bad_memory_is_one_line(monkeypatch, capsys, tmp_path, command, key, tex
 
 
 def test_good_memory_gives_eq20_capacity(monkeypatch, capsys, tmp_path):
-    # 5e5 without a dot is text to YAML: still read as the number.  64 GB × 0.9 / 5·10^5 B = 115,200 tokens.
-    path = with_memory(tmp_path, monkeypatch, capsys, "kv_bytes_per_token", "5e5")
+    # 64 GB × 0.9 / 5·10^5 B = 115,200 tokens (5e5 without a dot is YAML text, refused above).
+    path = with_memory(tmp_path, monkeypatch, capsys, "kv_bytes_per_token", "5.0e+5")
     from planner.priority.instance import load_priority_instance
 
     assert load_priority_instance(path).token_capacity == 115_200

@@ -35,7 +35,15 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from planner.catalog import find_gpu, find_model, gpu_names
-from planner.core.io import NotBool, read_yaml_mapping, resolve_relative, validate_model
+from planner.core.io import (
+    MAX_TRACE_BYTES,
+    NotBool,
+    check_input_dir,
+    check_input_file,
+    read_yaml_mapping,
+    resolve_relative,
+    validate_model,
+)
 from planner.core.types import GPUSpec, LLMSpec
 from planner.errors import InputError, PlannerError
 from planner.workloads.lengths import TRACE_FORMATS, LengthDistribution, derive_length_distribution, read_trace_lengths
@@ -229,7 +237,10 @@ def load_scenario(path: Path | str) -> Scenario:
         raise InputError(path, "gpus", "each GPU type may appear once")
     dist, label = _workload(path, data.workload, model.max_context_tokens)
     _check_stream_size(path, raw["rates"], data.rates[-1], dist, data.slos.atgt_s, model.max_context_tokens)
-    models_dir = str(resolve_relative(path, data.cost_models_dir)) if data.cost_models_dir else None
+    models_dir = None
+    if data.cost_models_dir:
+        models_dir = str(check_input_dir(resolve_relative(path, data.cost_models_dir), "a directory of cost models "
+                                         "(aladdin/)", source=path, field="cost_models_dir"))
     return Scenario(
         source=str(path), name=data.name, model=model, ttft_s=data.slos.ttft_s, atgt_s=data.slos.atgt_s,
         distribution=dist, workload_label=label, rates=tuple(data.rates), gpus=tuple(gpus),
@@ -266,10 +277,7 @@ def _workload(path: Path, spec: ScenarioWorkload, cap: int) -> tuple[LengthDistr
         except PlannerError as exc:
             raise InputError(path, "workload.distribution", str(exc)) from None
     trace = resolve_relative(path, spec.trace)  # type: ignore[arg-type]
-    if not trace.exists():
-        raise InputError(path, "workload.trace", f"file not found: {trace}")
-    if trace.is_dir():
-        raise InputError(path, "workload.trace", f"{spec.trace} is a directory, expected a trace file")
+    check_input_file(trace, "a trace file", MAX_TRACE_BYTES, source=path, field="workload.trace")
     try:
         inputs, outputs, _ = read_trace_lengths(trace, spec.format)
     except PlannerError as exc:

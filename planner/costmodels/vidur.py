@@ -71,6 +71,7 @@ all-reduce rows for its TP; a warning says which).
 
 from __future__ import annotations
 
+import io
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -80,6 +81,7 @@ import numpy as np
 import pandas as pd
 
 from planner.catalog import canonical_gpu_name, canonical_model_name, find_gpu, find_model
+from planner.core.io import MAX_TABLE_BYTES, read_input_text
 from planner.core.types import LLMSpec
 from planner.costmodels.fitting import fit_relative_nonnegative, holdout_mask
 from planner.costmodels.profiles import PROFILE_COLUMNS
@@ -105,12 +107,11 @@ _AR_COLUMNS = ["num_workers", "devices_per_node", "size", "time_stats.all_reduce
 
 def _read_csv(path: Path, required: list[str]) -> pd.DataFrame:
     """Read a profiler CSV; a missing file or column is an `InputError` naming the file."""
-    if not path.is_file():
-        raise InputError(path, "", "file not found")
+    text = read_input_text(path, "a profile CSV", MAX_TABLE_BYTES)  # a regular UTF-8 file (planner.core.io)
     try:
-        frame = pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise InputError(path, "", f"not a valid CSV ({str(exc).splitlines()[0]})") from None
+        frame = pd.read_csv(io.StringIO(text))
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as exc:
+        raise InputError(path, "", f"not a valid CSV ({str(exc).splitlines()[0][:200]})") from None
     for col in required:
         if col not in frame.columns:
             raise InputError(path, col, "required column is missing")

@@ -3,7 +3,11 @@
 Three kinds, told apart by their keys (see instances/deployment/README.md):
 
 * TP enumeration (``family: deployment-tp``): ``model``, ``machines``, ``workload``/``samples``.
-* cost plan (``family: deployment``): ``inventory``, ``demands`` (+ optional ``capacities``).
+* cost plan (``family: deployment``): ``inventory``, ``demands`` (+ optional ``degrees``, ``capacities``).
+  Each GPU type appears once in ``inventory`` (a second entry is refused, not merged or dropped).
+  ``degrees`` restricts the TP degrees of every option, estimated or given: a ``capacities`` entry
+  whose ``tensor_parallel`` is not in ``degrees`` is not used (it is listed in ``skipped``); the same
+  (model, gpu, tensor_parallel) given twice is refused.
 * routing batch (``family: routing``): ``model``, ``instances``, ``requests``.
 """
 
@@ -18,10 +22,13 @@ import numpy as np
 from planner.catalog import find_gpu, find_model, gpu_names, model_names
 from planner.core.io import (
     MAX_REQUEST_TOKENS,
+    check_input_dir,
     check_unique,
+    name_field,
     read_csv_table,
     read_yaml_mapping,
     resolve_relative,
+    shown,
     validate_model,
     yaml_number_hint,
 )
@@ -49,14 +56,14 @@ CLUSTER_FAMILIES = ("deployment-tp",)
 def _model(path: Path, field: str, name: Any) -> LLMSpec:
     spec = find_model(str(name)) if name else None
     if spec is None:
-        raise InputError(path, field, f"unknown model {name!r} (catalog: {', '.join(model_names())})")
+        raise InputError(path, field, f"unknown model {shown(name)} (catalog: {', '.join(model_names())})")
     return spec
 
 
 def _gpu(path: Path, field: str, name: Any) -> GPUSpec:
     spec = find_gpu(str(name)) if name else None
     if spec is None:
-        raise InputError(path, field, f"unknown GPU type {name!r} (catalog: {', '.join(gpu_names())})")
+        raise InputError(path, field, f"unknown GPU type {shown(name)} (catalog: {', '.join(gpu_names())})")
     return spec
 
 
@@ -163,7 +170,10 @@ def _unique(path: Path, field: str, names: list[str], kind: str) -> None:
 
 
 def _models_dir(path: Path, data: dict) -> Path | None:
-    return _text_path(path, "models_dir", data["models_dir"]) if data.get("models_dir") is not None else None
+    if data.get("models_dir") is None:
+        return None
+    target = _text_path(path, "models_dir", data["models_dir"])
+    return check_input_dir(target, "a directory of cost models (hetero/, aladdin/)", source=path, field="models_dir")
 
 
 def _memory(path: Path, data: dict) -> MemoryOptions:
@@ -179,7 +189,7 @@ def _samples(path: Path, data: dict, model: LLMSpec) -> tuple[np.ndarray, np.nda
     """(inputs, outputs) from ``samples_csv`` (input_tokens, output_tokens) or a workload distribution."""
     if data.get("samples_csv") is not None:
         csv = _text_path(path, "samples_csv", data["samples_csv"])
-        table = read_csv_table(csv, {"input_tokens": int, "output_tokens": int})
+        table = read_csv_table(csv, {"input_tokens": int, "output_tokens": int}, source=path, field="samples_csv")
         if len(table) > MAX_SAMPLES:
             raise InputError(csv, "", f"at most {MAX_SAMPLES:,} sample rows, got {len(table):,}")
         return table["input_tokens"].to_numpy(), table["output_tokens"].to_numpy()
@@ -219,7 +229,7 @@ def load_cluster_problem(path: Path, data: dict) -> ClusterProblem:
                 raise InputError(path, f"{field}.tensor_parallel",
                                  f"TP degree {tp} does not divide the machine's {gpus} GPUs (choose from {divisors(gpus)})")
         gpu = _gpu(path, f"{field}.gpu", item.get("gpu"))
-        name = str(item.get("name", f"group{k}"))
+        name = name_field(item, "name", f"group{k}", path, f"{field}.name")
         names.append(name)
         if independent:  # asked otherwise: every machine picks its own degree
             groups += [MachineGroup(name=f"{name}#{c}", gpu=gpu, gpus_per_machine=gpus, count=1, tensor_parallel=tp)
@@ -256,7 +266,7 @@ def load_cluster_problem(path: Path, data: dict) -> ClusterProblem:
             found_a = find_aladdin_model(model.name, g.gpu.name, t, models_dir)
             if found_a is not None:
                 aladdin[key] = found_a
-    payload = dict(name=str(data.get("name", path.stem)), model=model, machines=tuple(groups),
+    payload = dict(name=name_field(data, "name", path.stem, path), model=model, machines=tuple(groups),
                    sample_inputs=tuple(int(i) for i in inputs), sample_outputs=tuple(int(o) for o in outputs),
                    max_input=max_in, max_output=max_out, memory=_memory(path, data), estimator=estimator,
                    ttft_s=slo.get("ttft_s"), atgt_s=slo.get("atgt_s"), hetero_models=hetero, aladdin_models=aladdin)
@@ -295,6 +305,10 @@ def load_cost_plan(path: Path, data: dict) -> CostPlanProblem:
         _positive_int(path, f"{field}.machines", item.get("machines"), maximum=MAX_MACHINES)
         _number(path, f"{field}.price_per_gpu_hour", item["price_per_gpu_hour"], maximum=MAX_PRICE)
         gpu = _gpu(path, f"{field}.gpu", item.get("gpu"))
+        first = next((i for i, inv in enumerate(inventory) if inv.gpu.name == gpu.name), None)
+        if first is not None:
+            raise InputError(path, f"{field}.gpu", f"{gpu.name} is listed twice (inventory[{first}] and "
+                                                   f"inventory[{k}]); give one entry per GPU type with all its machines")
         inventory.append(validate_model(GPUInventory, {**{key: item[key] for key in
                                         ("machines", "gpus_per_machine", "price_per_gpu_hour") if key in item}, "gpu": gpu},
                                         path, field))
@@ -311,21 +325,31 @@ def load_cost_plan(path: Path, data: dict) -> CostPlanProblem:
             raise InputError(path, "degrees", f"{t} divides no machine's GPU count "
                                  f"({', '.join(sorted({str(inv.gpus_per_machine) for inv in inventory}))})")
     options, skipped = [], []
-    if data.get("capacities"):
+    if data.get("capacities") is not None:  # given (an empty list is refused by _list, not read as absent)
         gpu_index = {inv.gpu.name: g for g, inv in enumerate(inventory)}
         model_index = {d.model: m for m, d in enumerate(demands)}
+        given: dict[tuple[str, str, int], int] = {}
         for k, item in enumerate(_list(path, data, "capacities", _CAPACITY_KEYS)):
             field = f"capacities[{k}]"
-            gname = (find_gpu(str(item.get("gpu"))) or GPUSpec(name=str(item.get("gpu")), memory_gb=1)).name
+            found = find_gpu(item["gpu"]) if isinstance(item.get("gpu"), str) else None
+            gname = found.name if found is not None else None
             if gname not in gpu_index:
-                raise InputError(path, f"{field}.gpu", f"{item.get('gpu')!r} is not in the inventory")
-            if item.get("model") not in model_index:
-                raise InputError(path, f"{field}.model", f"{item.get('model')!r} is not in demands")
+                raise InputError(path, f"{field}.gpu", f"{shown(item.get('gpu'))} is not in the inventory")
+            if not isinstance(item.get("model"), str) or item["model"] not in model_index:
+                raise InputError(path, f"{field}.model", f"{shown(item.get('model'))} is not in demands")
             tp = _positive_int(path, f"{field}.tensor_parallel", item.get("tensor_parallel"))
             _number(path, f"{field}.requests_per_s", item.get("requests_per_s"), maximum=MAX_RATE)
             if inventory[gpu_index[gname]].gpus_per_machine % tp:
                 raise InputError(path, f"{field}.tensor_parallel", f"TP degree {tp} does not divide the "
                                  f"{inventory[gpu_index[gname]].gpus_per_machine} GPUs of a {gname} machine")
+            key = (item["model"], gname, tp)
+            if key in given:
+                raise InputError(path, field, f"{item['model']} on {gname} tp{tp} is given twice "
+                                              f"(capacities[{given[key]}] and capacities[{k}])")
+            given[key] = k
+            if degrees is not None and tp not in degrees:  # the file's degrees restrict the given capacities too
+                skipped.append(f"{item['model']} on {gname} tp{tp}: TP {tp} is not in degrees {degrees} ({field})")
+                continue
             options.append(validate_model(InstanceOption, {"gpu_index": gpu_index[gname], "tensor_parallel": tp,
                                           "model_index": model_index[item["model"]],
                                           "capacity": item.get("requests_per_s"), "source": "given"}, path, field))
@@ -362,7 +386,7 @@ def load_cost_plan(path: Path, data: dict) -> CostPlanProblem:
         if not any(o.model_index == m for o in options):
             why = "; ".join(s for s in skipped if s.startswith(demand.model)) or "no capacity given"
             raise InputError(path, f"demands[{m}].model", f"{demand.model} fits nowhere in the inventory ({why})")
-    payload = dict(name=str(data.get("name", path.stem)), inventory=tuple(inventory), demands=tuple(demands),
+    payload = dict(name=name_field(data, "name", path.stem, path), inventory=tuple(inventory), demands=tuple(demands),
                    options=tuple(options), skipped=tuple(skipped))
     return validate_model(CostPlanProblem, payload, path)
 
@@ -396,7 +420,7 @@ def load_routing_problem(path: Path, data: dict | None = None) -> RoutingProblem
         if cost is None:
             raise InputError(path, field, f"no p1..p8 model for {model.name} on {gpu.name} tp{tp} "
                                           "(fit one: planner fit --kind hetero)")
-        name = str(item.get("name", f"{gpu.name}-tp{tp}"))
+        name = name_field(item, "name", f"{gpu.name}-tp{tp}", path, f"{field}.name")
         entry_names.append(name)
         _unique(path, "instances", entry_names, "instance name")
         for c in range(count):
@@ -415,7 +439,8 @@ def load_routing_problem(path: Path, data: dict | None = None) -> RoutingProblem
         csv = _text_path(path, "requests_csv", data["requests_csv"])
         table = read_csv_table(csv, {"request_id": str, "input_tokens": int, "predicted_output_tokens": int},
                                maximum={"input_tokens": MAX_REQUEST_TOKENS,
-                                        "predicted_output_tokens": MAX_REQUEST_TOKENS})
+                                        "predicted_output_tokens": MAX_REQUEST_TOKENS},
+                               source=path, field="requests_csv")
         _pairs(csv, "", len(table), len(instances))
         ids = tuple(table["request_id"])
         inputs, predicted = table["input_tokens"].to_numpy(), table["predicted_output_tokens"].to_numpy()
@@ -441,7 +466,7 @@ def load_routing_problem(path: Path, data: dict | None = None) -> RoutingProblem
     if (need > biggest).any():
         k = int(np.argmax(need > biggest))
         raise InputError(path, "requests", f"request {ids[k]} ({inputs[k]}+{predicted[k]} tokens) fits no instance's KV cache")
-    payload = dict(name=str(data.get("name", path.stem)), model=model, instances=tuple(instances), request_ids=ids,
+    payload = dict(name=name_field(data, "name", path.stem, path), model=model, instances=tuple(instances), request_ids=ids,
                    inputs=tuple(int(i) for i in inputs), predicted_outputs=tuple(int(o) for o in predicted),
                    theta=data.get("theta", 2.0), max_batch=memory.max_batch,
                    wrr_weights=tuple(weights) if weights else None)

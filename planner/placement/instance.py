@@ -19,7 +19,9 @@ Requests (``*.csv``), one row per request::
     request_id,arrival_s,input_tokens,output_tokens,predicted_output_tokens,slo_class[,worker,generated_tokens,decode_s]
 
 A row with ``worker`` set is an *ongoing* request (it must also give
-``generated_tokens``; ``decode_s`` defaults to 0).
+``generated_tokens``; ``decode_s`` defaults to 0).  Cells are read by
+`planner.core.io.read_csv_table`: spaces around a cell are not part of it (``" 12 "`` in the
+``worker`` column is worker 12), spaces inside a number make it not a number.
 """
 
 from __future__ import annotations
@@ -37,7 +39,10 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from planner.catalog import canonical_gpu_name, canonical_model_name, find_gpu, find_model, gpu_names, model_names
 from planner.core.io import (
     MAX_REQUEST_TOKENS,
+    MAX_TABLE_BYTES,
+    MAX_YAML_BYTES,
     NotBool,
+    check_input_file,
     format_validation_error,
     read_csv_table,
     read_yaml_mapping,
@@ -45,6 +50,7 @@ from planner.core.io import (
     validate_model,
 )
 from planner.core.types import GPUSpec, LLMSpec, Request, SLOClass, SLOSet, WorkerConfig
+from planner.core.outputs import replace_atomically
 from planner.costmodels.files import load_cost_model
 from planner.costmodels.models import AladdinCostModel
 from planner.errors import InputError
@@ -225,15 +231,13 @@ def load_placement_instance(path: Path | str) -> PlacementProblem:
 
 def _referenced_file(path: Path, field: str, value: str, what: str) -> Path:
     """The file a scenario field names (relative to the scenario); an empty value, a missing file or a
-    directory is one line naming the field (not the directory an empty path resolves to)."""
+    directory, a FIFO, a device or an oversized file is one line naming the field (not the directory an
+    empty path resolves to); nothing is read from it here (`planner.core.io.check_input_file`)."""
     if not value.strip():
         raise InputError(path, field, f"empty; give the path of {what} (relative to this file)")
     target = resolve_relative(path, value)
-    if not target.exists():
-        raise InputError(path, field, f"file not found: {target}")
-    if target.is_dir():
-        raise InputError(path, field, f"{target} is a directory, expected {what}")
-    return target
+    limit = MAX_TABLE_BYTES if field == "requests" else MAX_YAML_BYTES
+    return check_input_file(target, what, limit, source=path, field=field)  # a FIFO or /dev/zero: refused unread
 
 
 def _problem_error(msg: str, yaml_path: Path, csv_path: Path) -> InputError:
@@ -274,7 +278,7 @@ def save_placement_instance(
     if problem.ongoing:
         frame["worker"] = frame["worker"].astype("Int64")
         frame["generated_tokens"] = frame["generated_tokens"].astype("Int64")
-    frame.to_csv(csv_path, index=False)
+    csv_text = frame.to_csv(index=False)
     rel_cost = Path(os.path.relpath(Path(cost_model_path).resolve(), yaml_path.parent.resolve()))
     scenario = {
         "family": "placement",
@@ -289,5 +293,7 @@ def save_placement_instance(
         "placement": problem.options.model_dump(),
         "requests": csv_path.name,
     }
-    yaml_path.write_text(yaml.safe_dump(scenario, sort_keys=False, width=200, allow_unicode=True))
+    yaml_text = yaml.safe_dump(scenario, sort_keys=False, width=200, allow_unicode=True)
+    replace_atomically(csv_path, csv_text)  # private temporary files: an interrupted save leaves no partial file
+    replace_atomically(yaml_path, yaml_text)
     return yaml_path, csv_path

@@ -17,6 +17,10 @@ requests:                     # ... or requests, grouped by §4.2 (model, class,
   - {model: Llama-2-7B, slo_class: interactive, input_tokens: 300, output_tokens: 200, arrival_s: 0}
 now_s: 0                      # the SLO slack of a request is slo − (now − arrival)
 ```
+Times are on the trace clock, which starts at 0 (`planner.queueing.trigger`): ``now_s``, the moment
+the plan is made, is at least 0 (a negative ``now_s`` is refused: a plan cannot be made before the
+clock starts); an ``arrival_s`` may be negative (a request queued before the trace began) or later
+than ``now_s`` (a request planned ahead of its arrival, as the trace replay does).
 Θ, P and d come from the shipped Aladdin cost models (`planner.queueing.estimator`).
 
 Every number must be finite and not a boolean; token counts are at most 1,000,000 per request
@@ -151,7 +155,7 @@ class QueueingSpec(_Strict):
     description: str = ""
     objective: str = "penalty"
     deadline: str = "start"
-    now_s: Seconds = 0.0
+    now_s: Annotated[float, NotBool, Field(ge=0.0)] = 0.0  # the trace clock starts at 0 (module docstring)
     slo_classes: dict[str, Seconds]
     estimator: EstimatorSpec = EstimatorSpec()
     instance_types: list[InstanceTypeSpec]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
 
+from planner.core.io import shown
 from planner.core.types import Request, Workload
 from planner.costmodels.files import default_models_dir
 from planner.errors import PlannerError
@@ -23,12 +25,12 @@ def available_distributions(models_dir: Path | str | None = None) -> list[str]:
 def find_distribution(name_or_path: str, models_dir: Path | str | None = None) -> LengthDistribution:
     """A shipped distribution by name (``sharegpt``, ``azure_conv`` …) or a YAML path."""
     path = Path(name_or_path)
-    if path.suffix in (".yaml", ".yml") or path.exists():
+    if path.suffix in (".yaml", ".yml") or os.path.lexists(path):  # lexists: False for a name too long for a path
         return load_length_distribution(path)
     candidate = distribution_dir(models_dir) / f"{name_or_path}.yaml"
-    if not candidate.exists():
+    if not os.path.lexists(candidate):
         known = ", ".join(available_distributions(models_dir)) or "none found"
-        raise PlannerError(f"unknown workload distribution {name_or_path!r} (known: {known})")
+        raise PlannerError(f"unknown workload distribution {shown(name_or_path)} (known: {known})")
     return load_length_distribution(candidate)
 
 
