@@ -1,7 +1,7 @@
 """Batching (InferMax) scaling: MIP build/solve time, status and gap for B heterogeneous requests
 (I, O ≤ 64), and simulator throughput on 1,024 requests × 1,024 output tokens.
 
-    python benchmarks/batching_scaling.py [--quick] [--time-limit S] [--threads T] [--out FILE]
+    python benchmarks/batching_scaling.py [--quick] [--time-limit S] [--threads T] [--out FILE | --update-results]
         [--formulation auto|paths|bigm] [--no-stop-at-bound]
 
 Rows: B ∈ {2, 4, 8, 16, 32} with seed 0, plus seeds 1–9 at B = 8 (the issue's target: proven
@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from machine_info import machine_line
+from results_paths import add_output_options, output_path
 from planner.batching.problem import make_problem
 from planner.batching.scheduler import simulate
 from planner.batching.formulation import CUT_DEFINITIONS
@@ -41,8 +42,9 @@ def main() -> None:
                     help="MIP formulation (auto: the paths model where it applies)")
     ap.add_argument("--no-stop-at-bound", action="store_true",
                     help="run the MIP even when a heuristic schedule meets the combinatorial bound")
-    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/batching_scaling.md"))
+    add_output_options(ap, "batching_scaling")
     args = ap.parse_args()
+    args.out = output_path(ap, args, "batching_scaling")
     runs = [(2, 0), (4, 0), (8, 0), (8, 1)] if args.quick else [(2, 0), (4, 0), *((8, seed) for seed in range(10)),
                                                                         (16, 0), (32, 0)]
     limit = args.time_limit or (20.0 if args.quick else 60.0)

@@ -8,7 +8,7 @@
 * routing MILP: 100, 500, 2,000 ShareGPT requests × 8 instances of Llama-3-8B (2× V100 t2, 4× V100 t1,
   2× A100 t1; V100 models DERIVED, see models/hetero/derive_v100.py); status and gap at the time limit.
 
-Usage:  python benchmarks/deployment_scaling.py [--quick] [--out benchmarks/results/deployment_scaling.md]
+Usage:  python benchmarks/deployment_scaling.py [--quick] [--out FILE | --update-results]
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from machine_info import machine_line  # noqa: E402
+from results_paths import add_output_options, output_path  # noqa: E402
 from planner.catalog import find_gpu, find_model  # noqa: E402
 from planner.costmodels.models import HeteroCostModel  # noqa: E402
 from planner.deployment.cost_solve import solve_cost_plan  # noqa: E402
@@ -130,8 +131,9 @@ def bench_routing(sizes: list[int], time_limit: float) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="reduced run (< 2 minutes)")
-    parser.add_argument("--out", type=Path, default=REPO / "benchmarks/results/deployment_scaling.md")
+    add_output_options(parser, "deployment_scaling")
     args = parser.parse_args()
+    args.out = output_path(parser, args, "deployment_scaling")
     route_sizes = [100, 500] if args.quick else [100, 500, 2000]
     route_limit = 20.0 if args.quick else 120.0
     parts = [f"# Deployment family scaling{' (quick)' if args.quick else ''}", "", machine_line(), "",

@@ -13,7 +13,7 @@ For each (family, N, seed) it prints and writes: model size, build seconds, tota
 (heuristics + LNS + MIP), status, workers, bound, gap and the build share of the total.
 
 Usage:  python benchmarks/placement_scaling.py [--sizes 100,250,500,1000] [--seeds 0,1,2]
-        [--time-limit 60] [--threads 2] [--out benchmarks/results/placement_scaling.md] [--quick]
+        [--time-limit 60] [--threads 2] [--out FILE | --update-results] [--quick]
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from machine_info import machine_line
+from results_paths import add_output_options, output_path
 from planner.catalog import find_gpu, find_model
 from planner.core.types import SLOClass, SLOSet, WorkerConfig
 from planner.costmodels.files import find_cost_model
@@ -58,9 +59,10 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--solver", default="highs")
-    ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "placement_scaling.md"))
+    add_output_options(ap, "placement_scaling")
     ap.add_argument("--quick", action="store_true", help="N = 100, 250 with seed 0 only (about a minute)")
     args = ap.parse_args()
+    args.out = output_path(ap, args, "placement_scaling")
     if args.quick:
         args.sizes, args.seeds = "100,250", "0"
     header = ("| family | N | seed | variables | rows | nonzeros | build s | total s | status | workers | bound "

@@ -4,6 +4,10 @@
     python benchmarks/priority_scaling.py --quick    # reduced run (< 2 min)
     python benchmarks/priority_scaling.py --exact-large-only   # only the N = 30 exact table (~13 min)
 
+Tables go to ``benchmarks/_runs/priority_scaling.md`` (``priority_exact_n30.md`` with
+``--exact-large-only``; git-ignored), to the committed ``benchmarks/results/`` file with
+``--update-results``, or to ``--out FILE``.
+
 The exact method is the one `planner solve priority --method exact` runs (`solve.run_exact`):
 warm start (`best_heuristic_plan`) then the subset DP at b_max = 1 and N ≤ 20, the branch-and-bound
 otherwise (at b_max ≥ 2 with the Lagrangian bound of `planner/priority/lagrangian.py`, and the
@@ -30,14 +34,12 @@ from pathlib import Path
 
 import numpy as np
 from machine_info import machine_line
+from results_paths import add_output_options, output_path
 
 from planner.priority.exhaustive import compositions, exhaustive_search
 from planner.priority.generator import generate_priority_problem
 from planner.priority.heuristics import HEURISTICS, shortest_predicted_first, simulated_annealing
 from planner.priority.solve import best_heuristic_plan, prove_optimum, run_exact
-
-DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "priority_scaling.md"
-
 
 def machine_description() -> str:
     return (f"Machine: {machine_line(('numpy', 'numba', 'highspy'))}. Exact methods: a numba subset DP (b_max = 1), "
@@ -226,18 +228,19 @@ def sa_gap(count: int, n: int, b_maxes: list[int]) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    add_output_options(parser, "priority_scaling")  # priority_exact_n30.md with --exact-large-only
     parser.add_argument("--quick", action="store_true", help="reduced run (< 2 minutes)")
     parser.add_argument("--exact-large-only", action="store_true",
                         help="only the N = 30 exact table (b_max 1, 2, 4; seeds 0-2; auto and hybrid; ~13 min)")
     args = parser.parse_args()
+    args.out = output_path(parser, args, "priority_exact_n30" if args.exact_large_only else "priority_scaling")
     started = time.perf_counter()
     if args.exact_large_only:
         lines = ["# Priority family: exact optimum at N = 30 (60 s limit, 1 thread)", "", machine_description(), "",
                  "Command: `python benchmarks/priority_scaling.py --exact-large-only`.", ""]
         lines += exact_large(30, [1, 2, 4], [0, 1, 2], 60.0, ["auto", "hybrid"])
         lines += ["", f"Total benchmark time: {time.perf_counter() - started:.0f} s.", ""]
-        out = args.out if args.out != DEFAULT_OUT else DEFAULT_OUT.with_name("priority_exact_n30.md")
+        out = args.out
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text("\n".join(lines))
         print(f"wrote {out}", file=sys.stderr)

@@ -13,7 +13,7 @@ Each count is read by setting the constant of interest to 1 and the others to 0 
 effort functions read the module's constants when called), then restoring them.
 
 Usage:  python benchmarks/queueing_effort.py [--groups 25,50,100,200,400] [--queues 2,4,8] [--seeds 0,1]
-        [--out benchmarks/results/queueing_effort.md]
+        [--out FILE | --update-results]   (default: benchmarks/_runs/queueing_effort.md, git-ignored)
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 from machine_info import machine_line
+from results_paths import add_output_options, output_path
 from scipy.optimize import nnls
 
 from planner.core.work import WorkClock
@@ -150,8 +151,9 @@ def main() -> None:
     parser.add_argument("--queues", default="2,4,8")
     parser.add_argument("--seeds", default="0,1")
     parser.add_argument("--raw", action="store_true", help="also list every sample")
-    parser.add_argument("--out", default=str(REPO / "benchmarks/results/queueing_effort.md"))
+    add_output_options(parser, "queueing_effort")
     args = parser.parse_args()
+    out_path = output_path(parser, args, "queueing_effort")
     warm = random_problem(12, 2, seed=0)  # numba: compile / load the cache outside the measurements
     measure(warm, {k: [] for k in ("baselines", "descent", "validation", "assignment", "fixing", "milp build")})
     samples: dict[str, list] = {k: [] for k in ("baselines", "descent", "validation", "assignment", "fixing", "milp build")}
@@ -187,7 +189,8 @@ def main() -> None:
                   for wall, counts, nominal in rows]
     text = "\n".join(lines) + "\n"
     print(text)
-    Path(args.out).write_text(text)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(text)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 from machine_info import machine_line
+from results_paths import add_output_options, output_path
 
 from planner.queueing.generator import random_problem
 from planner.queueing.solve import run_heuristic, solve_queueing
@@ -58,7 +59,7 @@ def run_cell(n: int, g: int, seed: int, args) -> str:
     if "soft" in s:
         plan_from = f"soft {s['soft']['objective']} ({s.get('formulation')})"
     work = s.get("work_spent")
-    nominal = "-" if work is None else f"{work:.2f}" + (" (wall-clock cut)" if s.get("wall_clock_cut") else "")
+    nominal = "-" if work is None else f"{work:.2f}" + (" (wall-clock cut)" if s.get("wall_cut") else "")
 
     def fmt_value(v: float | None) -> str:
         return "-" if v is None else f"{v:.1f}"
@@ -78,8 +79,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--extra-seeds", default="1,2", help="more seeds at the target size 400 × 8 (empty: none)")
     parser.add_argument("--quick", action="store_true", help="25/50/100 groups × 4/8 queues, no extra seeds (< 1 minute)")
-    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "queueing_scaling.md")
+    add_output_options(parser, "queueing_scaling")
     args = parser.parse_args()
+    args.out = output_path(parser, args, "queueing_scaling")
     sizes = [25, 50, 100] if args.quick else [int(x) for x in args.groups.split(",")]
     queues = [4, 8] if args.quick else [int(x) for x in args.queues.split(",")]
     extra = [] if args.quick or not args.extra_seeds else [int(x) for x in args.extra_seeds.split(",")]

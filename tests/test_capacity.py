@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import REPO, run_cli
+from conftest import REPO, assert_one_line, run_cli
 
 from planner.capacity.points import point_problem, snapshot_requests, solve_capacity_point
 from planner.capacity.report import POINT_COLUMNS, STATUSES, json_summary
@@ -104,14 +104,52 @@ def test_rerun_skips_every_finished_point(small_run, monkeypatch, capsys):
     _, scenario, out = small_run
     before = pd.read_csv(out / "points.csv").drop(columns=["seconds"])
     code, stdout, _ = run_cli(monkeypatch, capsys, "capacity", str(scenario), "--out", str(out), "--executor",
-                              "serial", "--no-progress")
+                              "serial", "--no-progress", "--force")
     assert code == 0 and "12 already in the database, 0 solved now" in stdout
     pd.testing.assert_frame_equal(pd.read_csv(out / "points.csv").drop(columns=["seconds"]), before)
 
 
+def test_report_files_of_an_earlier_run_are_not_overwritten_without_force(small_run, monkeypatch, capsys):
+    _, scenario, out = small_run
+    (out / "notes.txt").write_text("the user's notes")
+    digests = {p.name: _digest(p) for p in out.iterdir() if p.is_file()}
+
+    def refuse(*args, **kwargs):  # noqa: ANN002, ANN003
+        raise AssertionError("the sweep ran before --out was checked")
+
+    monkeypatch.setattr("planner.capacity.run.run_capacity", refuse)
+    code, stdout, err = run_cli(monkeypatch, capsys, "capacity", str(scenario), "--out", str(out), "--executor",
+                                "serial", "--no-progress")
+    line = assert_one_line(code, err, "already holds report.html, points.csv, points.parquet, eq7.csv",
+                           "pass --force")
+    assert str(out) in line and stdout == ""
+    assert {p.name: _digest(p) for p in out.iterdir() if p.is_file()} == digests
+
+
+def test_an_interrupted_sweep_resumes_without_force_and_leaves_other_files_alone(tmp_path, monkeypatch, capsys):
+    scenario = _write(tmp_path, SMALL.replace("rates: [1, 2, 3, 4]", "rates: [1, 2]"))
+    out = tmp_path / "out"
+    spec = load_scenario(scenario)
+    points = build_points(spec, configurations(spec)[0])
+    from planner.capacity.points import solve_capacity_point
+    from planner.sweep import run_sweep
+
+    # what a killed or Ctrl-C'd run leaves: the results database with some points, no report file
+    run_sweep(points[:2], solve_capacity_point, db_path=out / DB_NAME, fingerprint=spec.fingerprint(),
+              executor="serial", progress=False)
+    (out / "notes.txt").write_text("the user's notes")
+    code, stdout, err = run_cli(monkeypatch, capsys, "capacity", str(scenario), "--out", str(out), "--executor",
+                                "serial", "--no-progress")
+    assert code == 0, err
+    assert f"{len(points)} points: 2 already in the database, {len(points) - 2} solved now" in stdout
+    assert (out / "notes.txt").read_text() == "the user's notes"
+    assert {"report.html", "points.csv", "points.parquet", "eq7.csv"} <= {p.name for p in out.iterdir()}
+    assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]
+
+
 def _json_run(out: Path, scenario: Path, monkeypatch, capsys) -> dict:
     code, stdout, _ = run_cli(monkeypatch, capsys, "capacity", str(scenario), "--out", str(out), "--executor",
-                              "serial", "--no-progress", "--json")
+                              "serial", "--no-progress", "--json", "--force")  # the report files exist
     assert code == 0
     return json.loads(stdout)
 
@@ -316,7 +354,7 @@ def test_unreachable_ray_address_from_the_cli_is_one_line_and_the_database_is_un
     db = out / "results.sqlite"
     before = _digest(db)
     code, _, err = run_cli(monkeypatch, capsys, "capacity", str(scenario), "--out", str(out), "--executor", "ray",
-                           "--address", "127.0.0.1:1", "--no-progress")
+                           "--address", "127.0.0.1:1", "--no-progress", "--force")
     assert code == 2 and "no Ray cluster reachable" in err and len(err.strip().splitlines()) == 1
     assert _digest(db) == before
 
@@ -326,7 +364,8 @@ def test_a_changed_scenario_in_the_same_out_dir_is_refused(small_run, tmp_path, 
     db = out / "results.sqlite"
     before = _digest(db)
     other = _write(tmp_path, SMALL.replace("seed: 1", "seed: 2"), "other.yaml")
-    code, _, err = run_cli(monkeypatch, capsys, "capacity", str(other), "--out", str(out), "--no-progress")
+    # --force overwrites report files, never another sweep's results database
+    code, _, err = run_cli(monkeypatch, capsys, "capacity", str(other), "--out", str(out), "--no-progress", "--force")
     assert code == 2 and "different sweep" in err
     assert _digest(db) == before
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO, run_cli
+from conftest import REPO, assert_one_line, run_cli
 
 from planner.harness import available_families
 from planner.sweep.compare_all import find_instances, run_compare_point
@@ -63,9 +63,15 @@ def test_compare_all_table_and_summary_on_placement(placement_dir, tmp_path, mon
         assert row.mean_gap == pytest.approx(frame.gap.mean()) and row.worst_gap == pytest.approx(frame.gap.max())
         assert row.instances + row.no_plan == 2
     assert (out / "compare.csv").exists() and (out / "summary.csv").exists()
-    # Re-running resumes from the database: nothing is solved again.
+    # The tables of that run are not overwritten without --force (refused before anything runs) ...
+    before = {name: (out / name).read_bytes() for name in ("compare.csv", "summary.csv")}
+    code, stdout, err = run_cli(monkeypatch, capsys, "compare", "all", str(placement_dir), "--out", str(out),
+                                "--executor", "serial", "--time-limit", "30", "--no-progress")
+    assert_one_line(code, err, "already holds compare.csv, summary.csv", "pass --force")
+    assert {name: (out / name).read_bytes() for name in before} == before
+    # ... and with --force the re-run resumes from the database: nothing is solved again.
     code, stdout, _ = run_cli(monkeypatch, capsys, "compare", "all", str(placement_dir), "--out", str(out),
-                              "--executor", "serial", "--time-limit", "30", "--no-progress")
+                              "--executor", "serial", "--time-limit", "30", "--no-progress", "--force")
     assert code == 0 and f"{len(rows)} already in the database, 0 solved now" in stdout
 
 

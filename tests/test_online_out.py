@@ -3,6 +3,7 @@ An existing table is refused (without --force) before the replay runs and before
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -44,14 +45,22 @@ def test_both_tables_are_written_then_refused_then_forced(monkeypatch, capsys, t
 
 
 def test_a_table_that_cannot_be_written_leaves_no_other_table_behind(monkeypatch, capsys, tmp_path):
-    # The second table's temporary file is blocked by a directory: the write fails after the first table
-    # was prepared; neither table nor any temporary file may remain (the directory is the user's: kept).
-    blocker = tmp_path / ".run.heartbeats.csv.tmp"
-    blocker.mkdir()
+    # Putting the second table in place fails (disk full) after the first one was placed: neither table nor
+    # any temporary file may remain, and a user's file named like the old fixed temporary name is untouched.
+    users = tmp_path / ".run.heartbeats.csv.tmp"
+    users.mkdir()
+    real_link = os.link
+
+    def link(src, dst):  # noqa: ANN001
+        if str(dst).endswith("run.heartbeats.csv"):
+            raise OSError(28, "No space left on device")
+        return real_link(src, dst)
+
+    monkeypatch.setattr(os, "link", link)
     code, _, err = run_cli(monkeypatch, capsys, *REPLAY, "--out", str(tmp_path / "run"))
-    assert_one_line(code, err, "--out", "run.heartbeats.csv: cannot write")
-    assert leftovers(tmp_path) == [blocker.name]
-    assert blocker.is_dir()
+    assert_one_line(code, err, "--out", "run.heartbeats.csv: cannot write (No space left on device)")
+    assert leftovers(tmp_path) == [users.name]
+    assert users.is_dir()
 
 
 def test_an_out_prefix_naming_a_directory_is_refused_up_front(monkeypatch, capsys, tmp_path):

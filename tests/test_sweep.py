@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -223,3 +224,148 @@ def test_ray_executor_gives_the_same_results_as_running_locally(tmp_path):
     assert summary.completed == len(points) == 3
     strip = lambda d: {k: {f: v for f, v in r.items() if f != "seconds"} for k, r in d.items()}  # noqa: E731
     assert strip(remote) == strip(local)
+
+
+def test_a_database_that_is_not_ours_is_refused_and_left_byte_for_byte(tmp_path):
+    db = tmp_path / "results.sqlite"
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TABLE notes (text TEXT)")
+    conn.execute("INSERT INTO notes VALUES ('the user''s own database')")
+    conn.commit()
+    conn.close()
+    before = _digest(db)
+    with pytest.raises(PlannerError, match="not a planner results database"):
+        run_sweep(_points([1]), square_or_fail, db_path=db, fingerprint="f", executor="serial", progress=False)
+    assert _digest(db) == before  # not even switched to WAL mode
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.sqlite"]
+
+
+# ---- Ctrl-C and SIGKILL: no helper process outlives the sweep -----------------------------------------
+
+BUSY_SCENARIO = """\
+name: busy
+model: Llama-2-70B
+slos: {ttft_s: 1.6, atgt_s: 0.075}
+workload: {distribution: sharegpt}
+rates: [8, 10, 12, 14, 16, 18]
+gpus:
+  - {type: A100-80GB-SXM, price_per_hour: 1.8, tensor_parallel: [2]}
+solve: {time_limit_s: 60, exact_max_requests: 400, seed: 0}
+"""
+
+
+def _descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                ppid = int(fh.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return False
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as fh:
+            return fh.read().strip()
+    except OSError:
+        return "?"
+
+
+def _start_capacity(tmp_path: Path, executor: str) -> tuple[subprocess.Popen, Path]:
+    scenario = tmp_path / "busy.yaml"
+    scenario.write_text(BUSY_SCENARIO)
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "planner.cli.main", "capacity", str(scenario), "--out", str(out), "--executor",
+           executor, "--workers", "2", "--no-progress"]
+    proc = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    return proc, out
+
+
+def _wait_for_helpers(proc: subprocess.Popen, ready, timeout: float) -> set[int]:
+    """Every descendant of ``proc`` seen until ``ready(descendants)`` holds (or ``timeout``)."""
+    seen: set[int] = set()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        now = _descendants(proc.pid)
+        seen |= now
+        if ready(now):
+            break
+        time.sleep(0.2)
+    return seen | _descendants(proc.pid)
+
+
+def _still_alive_after(pids: set[int], seconds: float) -> list[tuple[int, str]]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        left = [p for p in pids if _alive(p)]
+        if not left:
+            return []
+        time.sleep(0.1)
+    left = [(p, _comm(p)) for p in pids if _alive(p)]
+    for pid, _ in left:  # do not leave them to the next test
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    return left
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_ctrl_c_of_a_local_pool_sweep_ends_the_workers_at_once_and_writes_no_report(tmp_path):
+    proc, out = _start_capacity(tmp_path, "local")
+    # the two pool workers are up and solving once the database holds attempts
+    helpers = _wait_for_helpers(proc, lambda now: len(now) >= 2 and _attempts(out / "results.sqlite") >= 2, 90)
+    assert proc.poll() is None and helpers, "the sweep should still be running"
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and err.strip() == "interrupted", err
+    assert time.monotonic() - sent < 3.0
+    assert _still_alive_after(helpers, 3.0) == []
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith("results.sqlite")) == []  # no report yet
+
+
+def _attempts(db: Path) -> int:
+    if not db.exists():
+        return 0
+    try:
+        conn = sqlite3.connect(db, timeout=1)
+        try:
+            return conn.execute("SELECT COUNT(*) FROM attempts").fetchone()[0]
+        finally:
+            conn.close()
+    except sqlite3.OperationalError:
+        return 0
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_sigkill_of_a_ray_sweep_leaves_no_ray_process_behind(tmp_path):
+    pytest.importorskip("ray")
+    proc, out = _start_capacity(tmp_path, "ray")
+    # wait until Ray is fully up: its agents run and a worker executes a point (Ray start-up: 5-20 s here)
+    helpers = _wait_for_helpers(proc, lambda now: any(_comm(p).startswith("ray::call_point") for p in now), 120)
+    names = {_comm(p) for p in helpers}
+    assert proc.poll() is None, proc.communicate()[1]
+    assert {"raylet", "ray::DashboardA", "ray::RuntimeEnv"} <= names, names
+    proc.kill()  # SIGKILL: the driver can clean nothing up itself
+    proc.wait()
+    assert _still_alive_after(helpers, 15.0) == []

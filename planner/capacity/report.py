@@ -2,8 +2,14 @@
 ``points.csv`` / ``points.parquet`` (every point) and ``eq7.csv`` (the fitted lines), and the
 headline of ``--json`` (`json_summary`).
 
-Files are written atomically (temporary file + rename).  They are derived from the results
-database of the same directory, so a re-run of the same scenario regenerates them.
+The output directory.  ``DIR/results.sqlite`` is the sweep's results database: a re-run of the
+same scenario resumes from it (finished points are not solved again; a database of another
+scenario is refused).  The report files (`REPORT_FILES`) are derived from it at the end of a run;
+they are never overwritten without ``--force``: `check_report_files` refuses, before anything is
+solved, a directory that already holds one of them.  So a killed or interrupted sweep (no report
+yet) resumes with the same command; regenerating the reports of a finished sweep, or retrying its
+failed points, takes ``--force``.  Other files in the directory are left alone.  The report files
+are written all-or-nothing through private temporary files (`planner.core.outputs.write_files`).
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from planner.capacity.run import CapacityResult, horizon_note  # noqa: E402
+from planner.core.outputs import write_files  # noqa: E402
+from planner.errors import PlannerError  # noqa: E402
 from planner.solver.outcome import relative_gap  # noqa: E402
 
 POINT_COLUMNS = (
@@ -301,23 +309,29 @@ def render_html(result: CapacityResult) -> str:
     return "".join(parts)
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+#: The files `write_outputs` writes into the output directory, by key.
+REPORT_FILES = {"report": "report.html", "csv": "points.csv", "parquet": "points.parquet", "eq7": "eq7.csv"}
 
 
-def write_outputs(result: CapacityResult, out_dir: Path) -> dict[str, Path]:
-    """Write report.html, points.csv, points.parquet and eq7.csv into ``out_dir``; return the paths."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+def check_report_files(out_dir: Path, force: bool) -> None:
+    """Before the sweep: one line if ``out_dir`` holds a report file of an earlier run and not ``force``."""
+    existing = [name for name in REPORT_FILES.values() if os.path.lexists(out_dir / name)]
+    for name in existing:
+        if (out_dir / name).is_dir():
+            raise PlannerError(f"--out {out_dir / name}: is a directory; the report file cannot be written")
+    if existing and not force:
+        raise PlannerError(f"{out_dir}: already holds {', '.join(existing)} of an earlier run; pass --force to "
+                           "overwrite them (finished points are not solved again) or use another --out directory")
+
+
+def write_outputs(result: CapacityResult, out_dir: Path, force: bool = False) -> dict[str, Path]:
+    """Write report.html, points.csv, points.parquet and eq7.csv into ``out_dir`` (all or none; an
+    existing one only with ``force``); return the paths."""
     pts = result.points
     table = pts.reindex(columns=list(POINT_COLUMNS)) if not pts.empty else pd.DataFrame(columns=list(POINT_COLUMNS))
-    paths = {"report": out_dir / "report.html", "csv": out_dir / "points.csv",
-             "parquet": out_dir / "points.parquet", "eq7": out_dir / "eq7.csv"}
-    _atomic_write(paths["csv"], table.to_csv(index=False).encode())
+    paths = {key: out_dir / name for key, name in REPORT_FILES.items()}
     buf = io.BytesIO()
     table.astype({"eq7_workers": "Float64"}).to_parquet(buf, index=False)
-    _atomic_write(paths["parquet"], buf.getvalue())
-    _atomic_write(paths["eq7"], result.fits.to_csv(index=False).encode())
-    _atomic_write(paths["report"], render_html(result).encode())
+    write_files([(paths["csv"], table.to_csv(index=False)), (paths["parquet"], buf.getvalue()),
+                 (paths["eq7"], result.fits.to_csv(index=False)), (paths["report"], render_html(result))], force)
     return paths

@@ -17,6 +17,7 @@ from planner.cli.common import (
     SeedOption,
     SolverOption,
     ThreadsOption,
+    check_out,
     check_run_options,
     fmt,
     fmt_gap,
@@ -179,6 +180,7 @@ def simulate_batching_cmd(
         if value is not None and not 1 <= value <= MAX_LIMIT:
             raise PlannerError(f"{flag} must be between 1 and {MAX_LIMIT:,}, got {value}")
     _check_max_work(max_work)
+    check_out(output, force)
     problem = _load(instance)
     if P is not None and P > (C if C is not None else problem.C):
         raise PlannerError(f"--P {P} must not exceed C={C if C is not None else problem.C}")
@@ -215,6 +217,9 @@ def solve_batching_cmd(
     max_work: int = MaxWorkOption,
 ) -> None:
     """Solve the §3.3 optimal batch-schedule MIP (warm-started from the best preset or lazy schedule)."""
+    from time import perf_counter
+
+    started = perf_counter()  # --time-limit counts from here: loading the instance is part of the call
     from planner.batching.scheduler import preset_config
     from planner.batching.solve import solve_batching
     from planner.solver import SolveStatus, check_solver_name
@@ -231,11 +236,12 @@ def solve_batching_cmd(
     if goal_scheduler is not None:
         preset_config(goal_scheduler)
     _check_max_work(max_work)
+    check_out(output, force)
     problem = _load(instance)
     _check_work(instance, problem, max_work)
     result = solve_batching(problem, objective=objective, solver=solver, time_limit=time_limit, threads=threads,
                             seed=seed, batches=batches, goal_scheduler=goal_scheduler, goal_factor=goal_factor,
-                            formulation=formulation)
+                            formulation=formulation, started=started)
     _emit(instance, problem.name, result, json_out, output, force, solve_title(result.status, problem.name), per_request)
     if result.status == SolveStatus.ERROR:
         raise typer.Exit(1)

@@ -3,6 +3,13 @@
 Both run on the sweep engine (`planner.sweep`): local process pool by default, ``--executor ray
 [--address HOST:PORT]`` on a Ray cluster; every finished point is committed to
 ``DIR/results.sqlite`` at once and a re-run of the same command skips finished points.
+
+--out DIR is checked before anything runs: a file, or a place that cannot be written, is refused;
+so is a directory that already holds the command's result files (capacity: report.html,
+points.csv, points.parquet, eq7.csv; compare all: compare.csv, summary.csv) unless ``--force``.
+A killed or interrupted run has written no result file yet, so it resumes with the same command;
+a finished one is regenerated (failed points retried) with ``--force``.  The results database is
+always resumed, never overwritten (one of another sweep is refused, with or without ``--force``).
 """
 
 from __future__ import annotations
@@ -13,7 +20,17 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from planner.cli.common import CommandGroups, JsonOption, SeedOption, SolverOption, fmt, fmt_gap, out, to_json
+from planner.cli.common import (
+    CommandGroups,
+    JsonOption,
+    SeedOption,
+    SolverOption,
+    check_output_dir,
+    fmt,
+    fmt_gap,
+    out,
+    to_json,
+)
 from planner.errors import PlannerError
 from planner.sweep.engine import EXECUTORS
 
@@ -28,22 +45,31 @@ def capacity_cmd(
     workers: int = typer.Option(None, help="parallel points (default: CPU count, or the Ray cluster's CPUs)"),
     progress: bool = typer.Option(True, help="progress bar on stderr"),
     json_out: JsonOption = False,
+    force: bool = typer.Option(False, "--force", help="overwrite the report files of an earlier run in --out "
+                               "(the results database is resumed either way)"),
 ) -> None:
     """Capacity plan: minimal GPUs per GPU type, TP degree and arrival rate, with bounds, Eq. 7 and $/h.
 
-    Writes a self-contained HTML report and CSV/Parquet of every point into --out; re-running the same command resumes an interrupted sweep (finished points are not solved again).
+    Writes a self-contained HTML report and CSV/Parquet of every point into --out; re-running the same command resumes an interrupted sweep (finished points are not solved again). Report files of an earlier run are not overwritten without --force.
 
     --json: status (optimal / feasible / partial / failed), objective = the cheapest $/h at the highest rate, bound = the lowest $/h any swept configuration could reach there, and per point its solver, gap and validator verdict.
     """
-    from planner.capacity.report import POINT_JSON_COLUMNS, answer_lines, json_summary, write_outputs
-    from planner.capacity.run import run_capacity
     from planner.capacity.scenario import load_scenario
 
-    spec = load_scenario(scenario)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise PlannerError(f"{out_dir}: --out must be a directory")
+    spec = load_scenario(scenario)  # before the report and sweep imports (matplotlib, ~2 s): bad input fails fast
+    from planner.capacity.report import (
+        POINT_JSON_COLUMNS,
+        answer_lines,
+        check_report_files,
+        json_summary,
+        write_outputs,
+    )
+    from planner.capacity.run import run_capacity
+
+    check_output_dir(out_dir)
+    check_report_files(out_dir, force)
     result = run_capacity(spec, out_dir, executor=executor, workers=workers, address=address, progress=progress)
-    paths = write_outputs(result, out_dir)
+    paths = write_outputs(result, out_dir, force)
     if json_out:
         rows = result.points.reindex(columns=list(POINT_JSON_COLUMNS)).to_dict(orient="records")
         print(to_json({"scenario": str(scenario), "name": spec.name, **json_summary(result), "points": rows,
@@ -67,7 +93,7 @@ def capacity_cmd(
     if result.failures:
         key, message = next(iter(result.failures.items()))
         raise PlannerError(f"{len(result.failures)} point(s) failed (first: {key}: {message}); "
-                           "the others are saved: re-run the same command to retry the failed ones")
+                           "the others are saved: re-run the same command with --force to retry the failed ones")
 
 
 def compare_all_cmd(
@@ -82,22 +108,25 @@ def compare_all_cmd(
     seed: SeedOption = 0,
     progress: bool = typer.Option(True, help="progress bar on stderr"),
     json_out: JsonOption = False,
+    force: bool = typer.Option(False, "--force", help="overwrite compare.csv / summary.csv of an earlier run in --out "
+                               "(the results database is resumed either way)"),
 ) -> None:
     """Every family's heuristics and exact solver over a directory of instances: one table and gap summary."""
     from planner.solver import check_solver_name
-    from planner.sweep.compare_all import compare_all, summarise
+    from planner.sweep.compare_all import check_compare_files, compare_all, summarise
 
     check_solver_name(solver)
     if not (time_limit > 0) or time_limit == float("inf"):
         raise PlannerError(f"--time-limit must be a positive number, got {time_limit}")
-    if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
-        raise PlannerError(f"{out_dir}: --out must be a directory")
+    if out_dir is not None:
+        check_output_dir(out_dir)
+        check_compare_files(out_dir, force)
     families = None if family is None else tuple(f.strip() for f in family.split(",") if f.strip())
     with tempfile.TemporaryDirectory(prefix="planner-compare-") as scratch:
         target = out_dir if out_dir is not None else Path(scratch)
         table, summary = compare_all(instance_dir, target, solver=solver, time_limit=time_limit, executor=executor,
                                      address=address, workers=workers, families=families, seed=seed,
-                                     progress=progress)
+                                     progress=progress, force=force)
     gaps = summarise(table)
     if json_out:
         print(to_json({"instance_dir": str(instance_dir), "rows": table.to_dict(orient="records"),
@@ -125,7 +154,8 @@ def compare_all_cmd(
     if summary.failures:
         key, message = next(iter(summary.failures.items()))
         raise PlannerError(f"{len(summary.failures)} run(s) failed (first: {key}: {message}); "
-                           "see the table; re-running the same command retries them")
+                           "see the table; re-running the same command" + (" with --force" if out_dir is not None else "")
+                           + " retries them")
 
 
 def register(groups: CommandGroups) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
@@ -16,6 +15,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from planner.core.outputs import check_output_dir, check_output_file, write_file, write_files  # noqa: F401 (re-exported)
 from planner.errors import PlannerError
 
 if TYPE_CHECKING:
@@ -59,10 +59,25 @@ class CommandGroups:
     plan: Any  # planner plan ...
 
 
-out = Console(highlight=False, soft_wrap=True)
+# Rich markup is off on both consoles: every string printed (tables, titles, notes, warnings) may carry
+# user text — names, file names, values — and ``[/]`` or ``[red]x[/red]`` in it must print as written,
+# not raise MarkupError or vanish.  A site that means markup passes ``markup=True`` and escapes the user
+# text it embeds (`rich.markup.escape`), as the error line in `planner.cli.main` does.  Emoji codes
+# (``:cat:``) are not replaced either: they are user text too.
+out = Console(highlight=False, soft_wrap=True, markup=False, emoji=False)
 if not out.is_terminal:  # pipes and files: wide enough that tables never truncate names
-    out = Console(highlight=False, soft_wrap=True, width=160)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+    out = Console(highlight=False, soft_wrap=True, width=160, markup=False, emoji=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False)
+
+
+_CONTROL = ({c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, 0x85) if c != 0x09}
+            | {0x0A: "\\n", 0x0D: "\\r", 0x2028: "\\u2028", 0x2029: "\\u2029"})
+
+
+def one_line(text: str) -> str:
+    """``text`` with line breaks and other control characters written as escapes (``\\n``, ``\\x1b``),
+    so that an error message quoting user text stays one line on the terminal."""
+    return text.translate(_CONTROL)
 
 
 def _clean(value: Any) -> Any:
@@ -84,23 +99,19 @@ def to_json(data: Any) -> str:
     return json.dumps(_clean(data), indent=2, default=str)
 
 
+def check_out(path: Path | None, force: bool, option: str = "--out") -> None:
+    """Before any solving: one line unless ``path`` (if given) can be written (`planner.core.outputs`)."""
+    check_output_file(path, force, option)
+
+
 def write_output(path: Path | None, text: str, force: bool) -> None:
-    """Write ``text`` to ``path`` atomically; never overwrite an existing file without ``force``."""
+    """Write ``text`` to ``path`` atomically; never overwrite an existing file without ``force``.
+
+    The command calls `check_output_file` (the same checks) before it solves; this final write cannot
+    overwrite a file that appeared meanwhile (`planner.core.outputs`)."""
     if path is None:
         return
-    if path.is_dir():
-        raise PlannerError(f"--out {path}: is a directory; give a file name")
-    if path.exists() and not force:
-        raise PlannerError(f"{path}: already exists; pass --force to overwrite it")
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    except OSError as error:
-        with contextlib.suppress(OSError):  # a half-written temporary file is not left behind
-            tmp.unlink(missing_ok=True)
-        raise PlannerError(f"--out {path}: cannot write ({error.strerror or error})") from None
+    write_file(path, text, force)
 
 
 def check_run_options(time_limit: float | None = None, threads: int | None = None) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,7 @@ from planner.cli.common import (
     SolverOption,
     ThreadsOption,
     TimeLimitOption,
+    check_out,
     err,
     fmt,
     fmt_gap,
@@ -163,13 +165,16 @@ def solve_deployment_cmd(
     from planner.solver import SolveStatus
 
     _check(solver, time_limit, threads)
+    check_out(output, force)
+    started = time.perf_counter()  # --time-limit covers reading the instance too
     problem = load_deployment_instance(instance)
     if isinstance(problem, ClusterProblem):
         result = _enumeration_result(problem)
         if not _emit(instance, problem.name, result, json_out, output, force):
             _print_enumeration(problem, result)
         return
-    result = solve_cost_plan(problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed)
+    result = solve_cost_plan(problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed,
+                             started=started)
     if not _emit(instance, problem.name, result, json_out, output, force):
         _print_cost(problem, result)
     if result.status == SolveStatus.ERROR:
@@ -192,13 +197,16 @@ def plan_cost_cmd(
     from planner.deployment.instance import load_cost_plan_file
 
     _check(solver, time_limit, threads)
+    check_out(output, force)
+    started = time.perf_counter()  # --time-limit covers reading the instance too
     problem = load_cost_plan_file(instance)
     if max_load:
         scale, bound, outcome = max_servable_load(problem, solver=solver, time_limit=time_limit,
-                                                  threads=threads, seed=seed)
+                                                  threads=threads, seed=seed, started=started)
         payload = {"instance": str(instance), "name": problem.name, "status": outcome.status.value,
                    "objective": scale, "bound": bound, "gap": outcome.gap, "solve_seconds": outcome.seconds,
-                   "solver": outcome.solver, "solution": {"max_load_scale": scale,
+                   "solver": outcome.solver, "message": outcome.message, "stats": outcome.extra,
+                   "solution": {"max_load_scale": scale,
                    "max_rates": {d.model: (scale or 0.0) * d.rate for d in problem.demands}}}
         text = to_json(payload)
         write_output(output, text, force)
@@ -207,8 +215,11 @@ def plan_cost_cmd(
         else:
             out.print(f"max servable load: {fmt(scale, 4)} x the requested rates ({outcome.status.value}, bound "
                       f"{fmt(bound, 4)}): " + ", ".join(f"{d.model} {(scale or 0) * d.rate:.3g} req/s" for d in problem.demands))
+            if outcome.message:
+                out.print(f"note: {outcome.message}")
         return
-    result = solve_cost_plan(problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed)
+    result = solve_cost_plan(problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed,
+                             started=started)
     if not _emit(instance, problem.name, result, json_out, output, force):
         _print_cost(problem, result)
 
@@ -216,7 +227,7 @@ def plan_cost_cmd(
 def solve_routing_cmd(
     instance: Path = typer.Argument(..., help="routing batch YAML"),
     solver: SolverOption = "highs",
-    time_limit: float = typer.Option(60.0, "--time-limit", help="seconds for the whole solve: warm-start search (at most a third) and MILP; incumbent and bound when hit"),
+    time_limit: float = typer.Option(60.0, "--time-limit", help="seconds for the whole call (reading, bound, search, MILP), spent in nominal seconds so the same seed repeats; best routing and bound when hit"),
     threads: ThreadsOption = None,
     seed: SeedOption = 0,
     json_out: JsonOption = False,
@@ -229,8 +240,10 @@ def solve_routing_cmd(
     from planner.solver import SolveStatus
 
     _check(solver, time_limit, threads)
+    check_out(output, force)
+    started = time.perf_counter()  # --time-limit covers reading the instance too
     problem = load_routing_instance(instance)
-    result = solve_routing(problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed)
+    result = solve_routing(problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed, started=started)
     if not _emit(instance, problem.name, result, json_out, output, force):
         out.print(f"routing {problem.name}: {result.status.value}, makespan {fmt(result.objective, 5)} s, bound "
                   f"{fmt(result.bound, 5)} s, gap {fmt_gap(result.gap)}, {result.solve_seconds:.2f} s ({result.solver})")
@@ -246,7 +259,7 @@ def solve_routing_cmd(
 def compare_routing_cmd(
     instance: Path = typer.Argument(..., help="routing batch YAML"),
     solver: SolverOption = "highs",
-    time_limit: float = typer.Option(60.0, "--time-limit", help="seconds for the whole exact solve (warm-start search and MILP)"),
+    time_limit: float = typer.Option(60.0, "--time-limit", help="seconds for the whole call (reading, routers, bound, search, MILP), spent in nominal seconds"),
     threads: ThreadsOption = None,
     seed: SeedOption = 0,
     json_out: JsonOption = False,
@@ -259,8 +272,11 @@ def compare_routing_cmd(
     from planner.solver import SolveStatus
 
     _check(solver, time_limit, threads)
+    check_out(output, force)
+    started = time.perf_counter()  # --time-limit covers reading the instance too
     problem = load_routing_instance(instance)
-    routers, exact = compare_routing(problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed)
+    routers, exact = compare_routing(problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed,
+                                     started=started)
     optimum = exact.objective if exact.proven_optimal else None
     rows = []
     for r in [*routers, exact]:

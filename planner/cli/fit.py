@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from planner.cli.common import JsonOption, err, out, to_json
+from planner.cli.common import JsonOption, check_output_dir, err, out, to_json
 from planner.errors import PlannerError
 
 FORMATS = ("splitwise", "vidur", "table")
@@ -60,8 +60,7 @@ def fit_cmd(
         raise PlannerError(f"{source}: file not found")
     if tensor_parallel is not None and tensor_parallel < 1:
         raise PlannerError(f"--tp must be at least 1, got {tensor_parallel}")
-    if out_dir.exists() and not out_dir.is_dir():
-        raise PlannerError(f"{out_dir}: --out-dir must be a directory")
+    check_output_dir(out_dir, "--out-dir")  # before fitting: a file, or a place that cannot be written
     fmt = fmt or _guess_format(source)
     kinds = ("aladdin", "bilinear") if kind == "both" else (kind,)
     for k in kinds:

@@ -2,12 +2,18 @@
 
 Every `PlannerError` (bad input, infeasible request, unavailable solver)
 reaches the user as one line on stderr and exit code 2; a traceback is shown
-only with ``PLANNER_DEBUG=1``.
+only with ``PLANNER_DEBUG=1``.  Ctrl-C stops any command within about a second
+(solver runs included) with the one line "interrupted" and exit code 130, and
+leaves no partial output file.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
+import threading
+from typing import NoReturn
 
 import typer
 from rich.markup import escape
@@ -17,7 +23,9 @@ from planner.cli import fit as fit_cli
 from planner.cli import online as online_cli
 from planner.cli import placement as placement_cli
 from planner.cli import workload as workload_cli
-from planner.cli.common import CommandGroups, debug_enabled, err
+from planner.cli.common import CommandGroups, debug_enabled, err, one_line
+from planner.core.interrupt import requested as interrupt_requested
+from planner.core.interrupt import sigint_handler
 from planner.core.stdio import reserve_stdout
 
 app = typer.Typer(
@@ -61,16 +69,46 @@ def version_cmd() -> None:
     print(__version__)
 
 
+def _interrupted() -> NoReturn:
+    """Ctrl-C: one line "interrupted" on stderr and exit code 130, at once.
+
+    Every ``finally`` on the way up has run (partial output files and temporary files removed,
+    worker processes ended); the interpreter's own teardown (freeing every module, ~0.5 s here)
+    and the atexit handlers are skipped, as is the wait for a native solve that ignored its
+    interrupt (`planner.solver.highs_backend`).  Ray processes this command started are ended by
+    their watchdog (`planner.sweep.engine`).
+    """
+    with _EXIT_LOCK:  # the main thread and the interrupt watchdog may both get here
+        with contextlib.suppress(Exception):
+            err.print("interrupted")
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(130)
+
+
+_EXIT_LOCK = threading.Lock()
+
+
 def main() -> None:
+    reserve_stdout()  # from here on, native libraries' prints (solver banners, license notices) go to stderr
+    with sigint_handler(on_timeout=_interrupted):  # Ctrl-C: planner.core.interrupt
+        _run()
+
+
+def _run() -> None:
     from planner.errors import PlannerError
 
-    reserve_stdout()  # from here on, native libraries' prints (solver banners, license notices) go to stderr
     try:
         code = app(standalone_mode=False)  # click returns a typer.Exit's code instead of raising it
+        if code == 130 or interrupt_requested():  # typer turns a KeyboardInterrupt into Exit(130)
+            _interrupted()
         if isinstance(code, int) and code != 0:
             sys.exit(code)
     except PlannerError as exc:
-        err.print(f"[bold red]error:[/bold red] {escape(str(exc))}", markup=True, highlight=False)
+        if interrupt_requested():  # an error on the way out of an interrupted command
+            _interrupted()
+        err.print(f"[bold red]error:[/bold red] {escape(one_line(str(exc)))}", markup=True, highlight=False)
         if debug_enabled():
             raise
         sys.exit(2)
@@ -80,20 +118,23 @@ def main() -> None:
         err.print("aborted")
         sys.exit(130)
     except KeyboardInterrupt:
-        err.print("interrupted")
-        sys.exit(130)
+        _interrupted()
     except Exception as exc:  # usage errors (typer's vendored click) and bugs: still one line
+        if interrupt_requested():
+            _interrupted()
         if callable(getattr(exc, "show", None)) and isinstance(getattr(exc, "exit_code", None), int):
             if type(exc).__name__ == "NoArgsIsHelpError" or not callable(getattr(exc, "format_message", None)):
                 exc.show()  # a bare group command: its help is the answer
             else:  # a bad option or argument: one line, not click's usage block
                 ctx = getattr(exc, "ctx", None)
                 hint = f" (see '{ctx.command_path} --help')" if ctx is not None and ctx.command_path else ""
-                err.print(f"[bold red]error:[/bold red] {escape(exc.format_message() + hint)}", markup=True, highlight=False)
+                err.print(f"[bold red]error:[/bold red] {escape(one_line(exc.format_message() + hint))}", markup=True,
+                          highlight=False)
             sys.exit(exc.exit_code)
         if debug_enabled():
             raise
-        err.print(f"[bold red]internal error:[/bold red] {escape(f'{type(exc).__name__}: {exc}')} (rerun with PLANNER_DEBUG=1 for a traceback)",
+        err.print(f"[bold red]internal error:[/bold red] {escape(one_line(f'{type(exc).__name__}: {exc}'))} "
+                  "(rerun with PLANNER_DEBUG=1 for a traceback)",
                   markup=True, highlight=False)
         sys.exit(1)
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
-from planner.cli.common import ForceOption, JsonOption, SeedOption, SolveProgress, out, to_json
+from planner.cli.common import ForceOption, JsonOption, SeedOption, SolveProgress, check_out, out, to_json, write_files
 from planner.cli.placement import check_positive, make_options, make_slos, resolve_serving
 from planner.errors import PlannerError
 
@@ -50,45 +50,13 @@ def _out_paths(prefix: Path | None) -> list[Path]:
 def _check_out_paths(paths: list[Path], force: bool) -> None:
     """Every output is writable before anything is written (never one table of two); no overwrite without --force."""
     for path in paths:
-        if path.is_dir():
-            raise PlannerError(f"--out {path}: is a directory; give a file name")
-        if path.exists() and not force:
-            raise PlannerError(f"{path}: already exists; pass --force to overwrite it")
+        check_out(path, force)
 
 
 def _write_all(files: list[tuple[Path, str]], force: bool) -> None:
-    """Write every file or none: each goes to a temporary file first, then all are renamed into place.
-    On a failure the temporary files, and any table this call created, are removed."""
-    import contextlib
-    import os
-
-    _check_out_paths([path for path, _ in files], force)  # again: a file may have appeared meanwhile
-    temps: list[tuple[Path, Path, bool]] = []
-    current = files[0][0] if files else None
-    try:
-        for path, text in files:
-            current = path
-            tmp = path.with_name(f".{path.name}.tmp")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            temps.append((tmp, path, path.exists()))
-            tmp.write_text(text)
-        placed: list[Path] = []
-        try:
-            for tmp, path, _ in temps:
-                current = path
-                os.replace(tmp, path)
-                placed.append(path)
-        except OSError:
-            for (_, path, existed) in temps:
-                if path in placed and not existed:
-                    with contextlib.suppress(OSError):
-                        path.unlink()
-            raise
-    except OSError as error:
-        for tmp, _, _ in temps:
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
-        raise PlannerError(f"--out {current}: cannot write ({error.strerror or error})") from None
+    """Write every file or none (`planner.core.outputs.write_files`: private temporary files, then all
+    are put in place; on a failure or Ctrl-C the temporary files and any table this call created are removed)."""
+    write_files(files, force)
 
 
 def _check_method(method: str) -> None:

@@ -18,6 +18,7 @@ from planner.cli.common import (
     SolveProgress,
     SolverOption,
     ThreadsOption,
+    check_out,
     check_run_options,
     TimeLimitOption,
     err,
@@ -98,6 +99,7 @@ def solve_placement_cmd(
 
     check_solver_name(solver)
     check_run_options(time_limit, threads)
+    check_out(output, force)
     started = time.perf_counter()  # --time-limit covers reading the instance too
     problem = load_placement_instance(instance)
     with SolveProgress(enabled=not verbose, unit=" workers") as progress:
@@ -136,6 +138,7 @@ def compare_placement_cmd(
 
     check_solver_name(solver)
     check_run_options(time_limit, threads)
+    check_out(output, force)
     started = time.perf_counter()  # --time-limit covers reading the instance too
     problem = load_placement_instance(instance)
     with SolveProgress(unit=" workers") as progress:
@@ -229,6 +232,7 @@ def generate_placement_cmd(
         check_output_file(path)
         if path.exists() and not force:
             raise PlannerError(f"{path}: already exists; pass --force to overwrite it")
+        check_out(path, force, "OUTPUT")
     dist = find_distribution(workload)
     problem = generate_placement_problem(
         name=name or output.stem, dist=dist, model=llm,

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -16,6 +17,7 @@ from planner.cli.common import (
     JsonOption,
     OutOption,
     SeedOption,
+    check_out,
     err,
     fmt,
     fmt_gap,
@@ -98,7 +100,7 @@ def solve_priority_cmd(
     method: str = typer.Option("exact", help=f"one of {', '.join(METHODS)}"),
     b_max: int = typer.Option(None, "--b-max", help="maximum batch size (overrides the file)"),
     instances: int = typer.Option(1, "--instances", help="Alg. 2: split the jobs over this many instances (needs token_capacity)"),
-    time_limit: float = typer.Option(120.0, "--time-limit", help="seconds (exact / exhaustive); returns the best plan and a bound"),
+    time_limit: float = typer.Option(120.0, "--time-limit", help="seconds for the whole call (exact / exhaustive), spent in nominal seconds so the same seed repeats; returns the best plan and a bound"),
     seed: SeedOption = 0,
     exact_method: ExactMethodOption = "auto",
     json_out: JsonOption = False,
@@ -113,12 +115,15 @@ def solve_priority_cmd(
         raise PlannerError(f"unknown --method {method!r} (use one of {', '.join(METHODS)})")
     _check_exact_method(exact_method)
     _check_time_limit(time_limit)
+    check_out(output, force)
+    started = time.perf_counter()  # --time-limit covers reading the instance too
     problem = _load(instance, b_max)
     _check_multi_instance(instance, problem, instances)
     if instances != 1:
-        result = run_multi_instance(problem, instances, method, seed=seed, time_limit=time_limit)
+        result = run_multi_instance(problem, instances, method, seed=seed, time_limit=time_limit, started=started)
     else:
-        result = run_method(problem, method, time_limit=time_limit, seed=seed, exact_method=exact_method)
+        result = run_method(problem, method, time_limit=time_limit, seed=seed, exact_method=exact_method,
+                            started=started)
     payload = {"instance": str(instance), "name": problem.name, **result.to_dict()}
     text = to_json(payload)
     write_output(output, text, force)
@@ -146,6 +151,7 @@ def compare_priority_cmd(
 
     _check_exact_method(exact_method)
     _check_time_limit(time_limit)
+    check_out(output, force)
     problem = _load(instance, b_max)
     results = [run_method(problem, name, seed=seed) for name in HEURISTICS]
     exact = run_method(problem, "exact", time_limit=time_limit, seed=seed, exact_method=exact_method)
@@ -204,6 +210,7 @@ def generate_priority_cmd(
         raise PlannerError(f"--b-max must be at least 1, got {b_max}")
     if output.is_dir():
         raise PlannerError(f"{output}: is a directory, expected a file name")
+    check_out(output, force, "OUTPUT")
     problem = generate_priority_problem(jobs, b_max, seed, name=name or output.stem, slo_spread=slo_spread,
                                         token_capacity=token_capacity)
     ref = os.path.relpath(default_models_dir() / TABLE2_MODEL, output.resolve().parent)

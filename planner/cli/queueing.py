@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import typer
@@ -16,6 +17,7 @@ from planner.cli.common import (
     SolverOption,
     ThreadsOption,
     TimeLimitOption,
+    check_out,
     check_run_options,
     fmt,
     fmt_gap,
@@ -71,9 +73,11 @@ def solve_queueing_cmd(
     from planner.solver import SolveStatus
 
     _check(time_limit, formulation, solver, threads)
+    check_out(output, force)
+    started = time.perf_counter()  # --time-limit covers reading the instance too
     problem = _load(instance, objective, deadline)
     result = solve_queueing(problem, solver=solver, formulation=formulation, time_limit=time_limit,
-                            threads=threads, seed=seed, verbose=verbose)
+                            threads=threads, seed=seed, verbose=verbose, started=started)
     payload = {"instance": str(instance), "name": problem.name, **result.to_dict()}
     if result.solution is not None:
         payload["evaluation"] = EstimatorEvaluator().evaluate(problem, result.solution).to_dict()
@@ -142,6 +146,7 @@ def compare_queueing_cmd(
     from planner.solver import SolveStatus
 
     _check(time_limit, formulation, solver)
+    check_out(output, force)
     problem = _load(instance, objective, deadline)
     if evaluator not in EVALUATORS:
         raise PlannerError(f"--evaluator must be one of {', '.join(EVALUATORS)}, got {evaluator!r}")

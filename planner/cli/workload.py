@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from planner.cli.common import ForceOption, JsonOption, out, to_json
+from planner.cli.common import ForceOption, JsonOption, check_out, out, to_json
 from planner.cli.online import TRACE_FORMATS
 from planner.errors import PlannerError
 
@@ -29,6 +29,7 @@ def derive_cmd(
 
     if output.exists() and not force:
         raise PlannerError(f"{output}: already exists; pass --force to overwrite it")
+    check_out(output, force)
     if bins < 1:
         raise PlannerError(f"--bins must be at least 1, got {bins}")
     inputs, outputs, _ = read_trace_lengths(trace, fmt)
@@ -48,6 +49,14 @@ def show_cmd(
 
     if name is None:
         names = available_distributions()
+        if json_out:
+            rows = []
+            for n in names:
+                d = find_distribution(n)
+                rows.append({"name": n, "mean_input": d.mean_input, "mean_output": d.mean_output,
+                             "samples": d.num_samples, "source": d.source})
+            print(to_json({"distributions": rows}))
+            return
         t = Table(title="Shipped length distributions (models/workloads/)", title_justify="left")
         for col in ("name", "mean input", "mean output", "samples", "source"):
             t.add_column(col)

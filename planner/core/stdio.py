@@ -12,6 +12,9 @@ guards exist:
 * `native_stdout_to_stderr` (library code around a native call known to print): the same
   redirection for the duration of a ``with`` block, for library users and pool workers that did
   not call `reserve_stdout`.  It is a no-op once `reserve_stdout` has run.
+* `native_stdout_discarded`: descriptor 1 points at the null device for a ``with`` block, for
+  native output that is noise to every user (the HiGHS banner: on stderr it would be an extra line
+  before a one-line error).
 """
 
 from __future__ import annotations
@@ -37,11 +40,13 @@ def _flush_c_stdio() -> None:
 def reserve_stdout() -> None:
     """Point descriptor 1 at stderr for the rest of the process; keep ``sys.stdout`` on the real stdout.
 
-    Idempotent.  Does nothing when descriptors 1 or 2 are not open (an embedding host).
+    Idempotent.  Does nothing when descriptors 1 or 2 are not open, or when ``sys.stdout`` is not the
+    process's own stdout (an embedding host or a test harness such as pytest's ``capsys`` redirected it,
+    and Python-level output must keep going where it pointed).
     """
     global _RESERVED
     with _LOCK:
-        if _RESERVED:
+        if _RESERVED or sys.stdout is not sys.__stdout__:
             return
         try:
             sys.stdout.flush()
@@ -85,3 +90,26 @@ def native_stdout_to_stderr() -> Iterator[None]:
             _flush_c_stdio()
             os.dup2(saved, 1)
             os.close(saved)
+
+
+@contextlib.contextmanager
+def native_stdout_discarded() -> Iterator[None]:
+    """Within the block, whatever native code writes to descriptor 1 is dropped (restored afterwards)."""
+    with _LOCK:
+        try:
+            with contextlib.suppress(Exception):
+                sys.stdout.flush()
+            _flush_c_stdio()
+            saved = os.dup(1)
+            null = os.open(os.devnull, os.O_WRONLY)
+        except OSError:
+            yield
+            return
+        try:
+            os.dup2(null, 1)
+            yield
+        finally:
+            _flush_c_stdio()
+            os.dup2(saved, 1)
+            os.close(saved)
+            os.close(null)

@@ -11,6 +11,7 @@ from pydantic import TypeAdapter
 
 from planner.catalog import canonical_gpu_name, canonical_model_name
 from planner.core.io import read_yaml_mapping, validate_model
+from planner.core.outputs import replace_atomically
 from planner.costmodels.models import AladdinCostModel, BilinearCostModel, CostModel
 from planner.errors import InputError
 
@@ -54,10 +55,8 @@ def save_cost_model(model: AladdinCostModel | BilinearCostModel, path: Path | st
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = model.model_dump(mode="json", exclude_none=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(yaml.safe_dump(data, sort_keys=False, width=200, allow_unicode=True))
-    tmp.replace(path)  # atomic: a crash never leaves a half-written model file
-    return path
+    # atomic, through a private temporary file: a crash never leaves a half-written model file
+    return replace_atomically(path, yaml.safe_dump(data, sort_keys=False, width=200, allow_unicode=True))
 
 
 def find_cost_model(

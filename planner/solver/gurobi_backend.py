@@ -3,15 +3,22 @@
 The pip wheel carries a size-limited license (≤ 2000 variables and ≤ 2000
 constraints, error 10010 at optimize); a user's own license lifts it.  Every
 license problem becomes an ``ERROR`` outcome with one clear message.
+
+Ctrl-C: Gurobi stops at once by itself (status INTERRUPTED), and its callback also terminates the
+solve on the CLI's Ctrl-C request (`planner.core.interrupt`); an interrupted solve raises
+KeyboardInterrupt instead of returning its incumbent, so no result of it is written.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import numpy as np
 import scipy.sparse as sp
 
+from planner.core import interrupt
+from planner.core.stdio import native_stdout_discarded, stdout_reserved
 from planner.solver.model import LinearModel
 from planner.solver.outcome import ProgressEvent, SolveOptions, SolverOutcome, SolveStatus
 
@@ -106,11 +113,14 @@ def solve_gurobi(model: LinearModel, options: SolveOptions) -> SolverOutcome:
             m.Params.Heuristics = float(options.heuristic_effort)
         if options.warm_start is not None and model.integrality.any():
             x.Start = np.asarray(options.warm_start, float)
-        callback = None
-        if options.progress is not None and model.integrality.any():
-            last = [-1.0]
+        report = options.progress is not None and model.integrality.any()
+        last = [-1.0]
 
-            def callback(cb_model, where):  # noqa: ANN001
+        def callback(cb_model, where):  # noqa: ANN001
+            if interrupt.requested():  # the CLI's Ctrl-C request (Gurobi stops at once, status INTERRUPTED)
+                cb_model.terminate()
+                return
+            if report:
                 if where != GRB.Callback.MIP:
                     return
                 now = cb_model.cbGet(GRB.Callback.RUNTIME)
@@ -123,7 +133,15 @@ def solve_gurobi(model: LinearModel, options: SolveOptions) -> SolverOutcome:
                     ProgressEvent(now, inc if abs(inc) < GRB.INFINITY else None, bnd if abs(bnd) < GRB.INFINITY else None)
                 )
 
-        m.optimize(callback)
+        # Under the CLI (descriptor 1 already points at stderr) Gurobi's own Ctrl-C notice, "Interrupt
+        # request received", would be an extra line before "interrupted": dropped unless --verbose.
+        quiet = stdout_reserved() and not options.verbose
+        with native_stdout_discarded() if quiet else contextlib.nullcontext():
+            m.optimize(callback)
+        if m.Status == GRB.INTERRUPTED:  # Ctrl-C (Gurobi's own SIGINT handling, or the callback above)
+            m.dispose()
+            env.dispose()
+            raise KeyboardInterrupt
     except gp.GurobiError as exc:
         return SolverOutcome(
             SolveStatus.ERROR, "gurobi", None, None, None, time.perf_counter() - start, _license_message(exc, model, int(A.shape[0]))

@@ -1,12 +1,28 @@
-"""HiGHS backend (highspy, in process, no license): the default solver."""
+"""HiGHS backend (highspy, in process, no license): the default solver.
+
+Ctrl-C.  ``Highs.run`` is C++ that releases the GIL but never returns to Python until it is done,
+so Python's SIGINT handler (which runs only in the main thread, between bytecodes) would wait for
+the whole solve.  A solve started from the main thread therefore runs on one long-lived helper
+thread (`_SolverThread`: always the same thread, so HiGHS's per-thread task scheduler and its
+thread count behave as if the main thread ran every solve) while the main thread waits in short
+interruptible sleeps.  On KeyboardInterrupt the main thread raises a flag that the subscribed
+simplex / IPM / MIP interrupt callbacks turn into HiGHS's user interrupt (HiGHS polls them many
+times a second), waits up to `STOP_GRACE_S` for the solver to stop, and re-raises: the caller
+never receives a result, so nothing is written.  The callbacks also honour the CLI's process-wide
+Ctrl-C request (`planner.core.interrupt`), and so does the return path.  Solves started from
+other threads run in place.
+"""
 
 from __future__ import annotations
 
+import atexit
+import queue
+import threading
 import time
 
 import numpy as np
 
-from planner.core.stdio import native_stdout_to_stderr
+from planner.core.stdio import native_stdout_discarded
 from planner.solver.model import LinearModel
 from planner.solver.outcome import ProgressEvent, SolveOptions, SolverOutcome, SolveStatus
 
@@ -48,7 +64,7 @@ def new_highs(options: SolveOptions):
     global _THREADS_IN_EFFECT
     import highspy
 
-    with native_stdout_to_stderr():  # highspy ≥ 1.16 prints a banner to descriptor 1 from the constructor
+    with native_stdout_discarded():  # highspy ≥ 1.16 prints a banner to descriptor 1 from the constructor
         h = highspy.Highs()
     h.setOptionValue("output_flag", True)
     h.setOptionValue("log_to_console", bool(options.verbose))
@@ -69,6 +85,88 @@ def new_highs(options: SolveOptions):
     if options.heuristic_effort is not None:
         h.setOptionValue("mip_heuristic_effort", float(options.heuristic_effort))
     return h
+
+
+#: Seconds the main thread waits, after Ctrl-C, for HiGHS to stop before it re-raises anyway.
+STOP_GRACE_S = 0.5
+#: Seconds between the main thread's checks for Ctrl-C while HiGHS runs.
+_POLL_S = 0.05
+
+
+class _SolverThread:
+    """One daemon thread that runs the HiGHS solves of the main thread, one at a time, in order."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.busy = threading.Event()  # set while a solve runs (or waits to run) on the thread
+
+    def submit(self, fn) -> tuple[threading.Event, dict]:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._serve, name="planner-highs", daemon=True)
+                self._thread.start()
+                atexit.register(self.wait_idle, 2.0)
+        done, box = threading.Event(), {}
+        self.busy.set()
+        self._jobs.put((fn, done, box))
+        return done, box
+
+    def wait_idle(self, timeout: float) -> None:
+        """At interpreter exit: give an interrupted solve a moment to stop (C++ static destructors
+        running under a live HiGHS solve abort the process)."""
+        deadline = time.monotonic() + timeout
+        while self.busy.is_set() and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def _serve(self) -> None:
+        while True:
+            fn, done, box = self._jobs.get()
+            try:
+                box["value"] = fn()
+            except BaseException as exc:  # handed to the waiting thread
+                box["error"] = exc
+            finally:
+                if self._jobs.empty():
+                    self.busy.clear()
+                done.set()
+
+
+_SOLVER_THREAD = _SolverThread()
+
+
+def native_solve_running() -> bool:
+    """Whether a HiGHS solve is still running on the helper thread (e.g. after Ctrl-C, past the grace)."""
+    return _SOLVER_THREAD.busy.is_set()
+
+
+def run_highs(h):
+    """``h.run()``, stopped by Ctrl-C within about `STOP_GRACE_S` when called from the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        return h.run()
+    from planner.core import interrupt
+
+    stop = threading.Event()
+
+    def _interrupt(event) -> None:
+        if stop.is_set() or interrupt.requested():
+            event.interrupt()
+
+    for callback in (h.cbSimplexInterrupt, h.cbIpmInterrupt, h.cbMipInterrupt):
+        callback.subscribe(_interrupt)
+    done, box = _SOLVER_THREAD.submit(h.run)
+    try:
+        while not done.wait(_POLL_S):
+            pass
+    except KeyboardInterrupt:
+        stop.set()
+        done.wait(STOP_GRACE_S)
+        raise
+    interrupt.check()  # a Ctrl-C whose KeyboardInterrupt was lost still stops here
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
 
 
 def solve_highs(model: LinearModel, options: SolveOptions) -> SolverOutcome:
@@ -112,7 +210,7 @@ def solve_highs(model: LinearModel, options: SolveOptions) -> SolverOutcome:
         h.cbMipImprovingSolution.subscribe(_report)
         h.cbMipInterrupt.subscribe(_report)
 
-    h.run()
+    run_highs(h)
     seconds = time.perf_counter() - start
     return _outcome(h, model, seconds, warm_ok, notes)
 
@@ -173,7 +271,7 @@ def lp_relaxation_iis_rows(model: LinearModel) -> list[int] | None:
     h = new_highs(SolveOptions())
     relaxed = LinearModel(**{**model.__dict__, "integrality": np.zeros_like(model.integrality)})
     h.passModel(_to_highs_lp(relaxed))
-    h.run()
+    run_highs(h)
     if h.getModelStatus() != highspy.HighsModelStatus.kInfeasible:
         return None
     status, iis = h.getIis()

@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from planner.core.outputs import write_files
 from planner.errors import PlannerError
 from planner.harness import RunOptions, available_families, family_of
 from planner.sweep.engine import SweepPoint, SweepSummary, run_sweep
@@ -104,8 +106,10 @@ def compare_all(
     families: tuple[str, ...] | None = None,
     seed: int = 0,
     progress: bool = True,
+    force: bool = False,
 ) -> tuple[pd.DataFrame, SweepSummary]:
-    """Run the comparison (resuming from ``out_dir/results.sqlite``); write compare.csv and summary.csv."""
+    """Run the comparison (resuming from ``out_dir/results.sqlite``); write compare.csv and summary.csv
+    (all or none; over existing ones only with ``force``: `check_compare_files` refuses them up front)."""
     instances = find_instances(instance_dir, families)
     harnesses = available_families()
     points = []
@@ -122,10 +126,24 @@ def compare_all(
                                  fingerprint=_fingerprint(instances, solver, time_limit, seed), executor=executor,
                                  workers=workers, address=address, progress=progress, description="compare all")
     table = build_table(points, results, summary.failures)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    table.to_csv(out_dir / "compare.csv", index=False)
-    summarise(table).to_csv(out_dir / "summary.csv", index=False)
+    write_files([(out_dir / COMPARE_FILES[0], table.to_csv(index=False)),
+                 (out_dir / COMPARE_FILES[1], summarise(table).to_csv(index=False))], force)
     return table, summary
+
+
+#: The result files `compare_all` writes into its output directory (beside ``results.sqlite``).
+COMPARE_FILES = ("compare.csv", "summary.csv")
+
+
+def check_compare_files(out_dir: Path, force: bool) -> None:
+    """Before the sweep: one line if ``out_dir`` holds a result file of an earlier run and not ``force``."""
+    existing = [name for name in COMPARE_FILES if os.path.lexists(out_dir / name)]
+    for name in existing:
+        if (out_dir / name).is_dir():
+            raise PlannerError(f"--out {out_dir / name}: is a directory; the table cannot be written")
+    if existing and not force:
+        raise PlannerError(f"{out_dir}: already holds {', '.join(existing)} of an earlier run; pass --force to "
+                           "overwrite them (finished runs are not solved again) or use another --out directory")
 
 
 def build_table(points: list[SweepPoint], results: dict[str, Any], failures: dict[str, str]) -> pd.DataFrame:

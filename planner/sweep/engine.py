@@ -18,6 +18,14 @@ sized to the machine, ``os.cpu_count()``, spawn start method so no solver thread
 and ``ray`` (``ray.init(address=...)``; without an address a local Ray instance, or the one already
 initialised by the caller).  A point that raises is recorded as ``failed`` with its one-line error
 and retried by the next run; the other points go on.
+
+Ending.  Ctrl-C (or any exception) in the sweep process stops the workers at once instead of
+waiting for the points in flight: pool workers ignore SIGINT themselves and are terminated by the
+sweep process; Ray tasks in flight are cancelled with ``force=True``.  Points in flight are not
+recorded (the next run solves them).  Helpers never outlive the sweep process, even when it is
+SIGKILLed: pool workers watch their parent (`_exit_with_parent`), and a local Ray instance
+started here gets a watchdog process (`planner.sweep.ray_watchdog`) that ends every process of
+that instance when the sweep process is gone.
 """
 
 from __future__ import annotations
@@ -25,7 +33,10 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import secrets
+import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -104,6 +115,10 @@ class _Executor:
 
     def close(self) -> None: ...
 
+    def abort(self) -> None:
+        """Stop at once (Ctrl-C, an error): by default the same as `close`."""
+        self.close()
+
 
 class _SerialExecutor(_Executor):
     def __init__(self) -> None:
@@ -126,8 +141,12 @@ def _exit_with_parent(parent_pid: int) -> None:
 
     A killed parent cannot shut its pool down; without this, workers blocked on the task queue
     would live on as orphans.  A daemon thread checks once a second whether the parent is gone.
+    SIGINT is ignored: a terminal's Ctrl-C reaches the whole process group, and the sweep process
+    ends its workers itself (`_LocalExecutor.abort`).
     """
     import threading
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     def watch() -> None:
         while os.getppid() == parent_pid:
@@ -159,6 +178,23 @@ class _LocalExecutor(_Executor):
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
 
+    def abort(self) -> None:
+        """Terminate every worker now (points in flight are lost, not recorded) and let the pool go."""
+        terminate = getattr(self.pool, "terminate_workers", None)  # Python ≥ 3.14
+        if terminate is not None:
+            with contextlib.suppress(Exception):
+                terminate()
+        else:
+            for process in list((getattr(self.pool, "_processes", None) or {}).values()):
+                with contextlib.suppress(Exception):
+                    process.terminate()
+        with contextlib.suppress(Exception):
+            self.pool.shutdown(wait=True, cancel_futures=True)  # quick once the workers are gone
+        self.pool = None  # type: ignore[assignment]
+        import gc
+
+        gc.collect()  # the pool's queues: their semaphores are released now, not reported leaked at exit
+
 
 def call_point_outcome_of(exc: BaseException) -> tuple[bool, Any, float]:
     """A worker process that died (e.g. killed, out of memory) fails its point, not the sweep."""
@@ -188,6 +224,63 @@ def _stderr_kept_aside() -> Iterator[None]:
                 sys.stderr.write(sink.read().decode(errors="replace"))
 
 
+#: Write ends of the pipes of the Ray watchdogs this process started: held open for the life of the
+#: process (the kernel closes them when it exits, which is what the watchdogs wait for).
+_RAY_WATCHDOG_PIPES: list[int] = []
+_RAY_WATCHDOGS: list[subprocess.Popen] = []
+
+
+def _start_ray_watchdog() -> str | None:
+    """Start `planner.sweep.ray_watchdog` for a local Ray instance about to be started; its token.
+
+    None where it cannot work (not Linux: no ``/proc``) or cannot start; the sweep then runs without it.
+    `_tell_ray_watchdog` hands it the session directory once Ray is up.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    from planner.sweep import ray_watchdog
+
+    token = f"{os.getpid()}-{secrets.token_hex(8)}"
+    read_end, write_end = os.pipe()  # both non-inheritable: no Ray process holds the write end
+    try:
+        _RAY_WATCHDOGS.append(subprocess.Popen(
+            [sys.executable, ray_watchdog.__file__, token], stdin=read_end, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True))
+    except OSError:
+        os.close(write_end)
+        return None
+    finally:
+        os.close(read_end)
+    _RAY_WATCHDOG_PIPES.append(write_end)
+    return token
+
+
+def _tell_ray_watchdog(ray) -> None:  # noqa: ANN001
+    """Send the session directory of the Ray instance just started to the newest watchdog (one line)."""
+    if not _RAY_WATCHDOG_PIPES:
+        return
+    with contextlib.suppress(Exception):  # a private attribute of Ray: without it, the token alone marks
+        session_dir = ray._private.worker._global_node.get_session_dir_path()
+        os.write(_RAY_WATCHDOG_PIPES[-1], f"{session_dir}\n".encode())
+
+
+@contextlib.contextmanager
+def _environment(name: str, value: str | None) -> Iterator[None]:
+    """``os.environ[name] = value`` within the block (nothing when ``value`` is None)."""
+    if value is None:
+        yield
+        return
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+
 class _RayExecutor(_Executor):
     def __init__(self, address: str | None, workers: int | None) -> None:
         import ray
@@ -195,10 +288,14 @@ class _RayExecutor(_Executor):
         if not ray.is_initialized():
             if address is not None:
                 check_ray_address(address)
+            # a local instance started here: its processes carry the watchdog's token (ray_watchdog)
+            token = _start_ray_watchdog() if address in (None, "local") else None
             try:
-                with _stderr_kept_aside():
+                with _stderr_kept_aside(), _environment("PLANNER_RAY_OWNER", token):
                     ray.init(address=address, include_dashboard=False, log_to_driver=False,
                              logging_level="ERROR", configure_logging=True)
+                if token is not None:
+                    _tell_ray_watchdog(ray)
             except Exception as exc:  # ray raises ConnectionError, RuntimeError, ... with long texts
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                 raise PlannerError(f"Ray: cannot connect to {address or 'a local instance'} ({first})") from None
@@ -212,7 +309,9 @@ class _RayExecutor(_Executor):
         self.refs[self.remote.remote(fn, params)] = key
 
     def next_finished(self) -> list[tuple[str, tuple[bool, Any, float]]]:
-        ready, _ = self.ray.wait(list(self.refs), num_returns=1)
+        ready: list = []
+        while not ready:  # short waits: Ctrl-C is seen between them (a blocking ray.wait notices it ~0.5 s late)
+            ready, _ = self.ray.wait(list(self.refs), num_returns=1, timeout=0.1)
         out = []
         for ref in ready:
             key = self.refs.pop(ref)
@@ -224,7 +323,9 @@ class _RayExecutor(_Executor):
 
     def close(self) -> None:
         for ref in self.refs:
-            self.ray.cancel(ref, force=True)
+            with contextlib.suppress(Exception):
+                self.ray.cancel(ref, force=True)
+        self.refs.clear()
 
 
 def default_workers() -> int:
@@ -268,6 +369,7 @@ def run_sweep(
     ex: _Executor | None = None
     if executor == "ray":
         ex = _make_executor(executor, workers, address, len(points))
+    ended = False
     try:
         with ResultsStore(db_path, fingerprint) as store:
             finished = store.finished_keys()
@@ -282,8 +384,13 @@ def run_sweep(
                                    on_result)
             wanted = set(keys)
             results = {k: v for k, v in store.results().items() if k in wanted}
-    finally:
+    except BaseException:  # Ctrl-C or an error: stop the workers now, do not wait for the points in flight
         if ex is not None:
+            ended = True
+            ex.abort()
+        raise
+    finally:
+        if ex is not None and not ended:
             ex.close()
     summary = SweepSummary(len(points), skipped, completed, len(failures), time.perf_counter() - start,
                            executor, failures)

@@ -58,26 +58,28 @@ class ResultsStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
+            # read-only checks first: a file that is not ours (another SQLite database, another sweep's
+            # results) is refused before anything in it changes (WAL mode is written to the file's header)
             existing = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             if existing and not {"meta", "points", "attempts"} <= existing:
                 conn.close()
                 raise PlannerError(f"{self.path}: not a planner results database (tables {sorted(existing)})")
+            row = conn.execute("SELECT value FROM meta WHERE key='fingerprint'").fetchone() if existing else None
+            if row is not None and row[0] != self.fingerprint:
+                conn.close()
+                raise PlannerError(
+                    f"{self.path}: holds the results of a different sweep (other scenario or options); "
+                    "use another --out directory or delete this file"
+                )
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
             conn.executescript(SCHEMA)
-            row = conn.execute("SELECT value FROM meta WHERE key='fingerprint'").fetchone()
         except sqlite3.DatabaseError as exc:
             raise PlannerError(f"{self.path}: cannot open the results database ({exc})") from None
         if row is None:
             with conn:
                 conn.execute("BEGIN")
                 conn.execute("INSERT INTO meta VALUES ('fingerprint', ?)", (self.fingerprint,))
-        elif row[0] != self.fingerprint:
-            conn.close()
-            raise PlannerError(
-                f"{self.path}: holds the results of a different sweep (other scenario or options); "
-                "use another --out directory or delete this file"
-            )
         return conn
 
     # ---- reading ----------------------------------------------------------------------------

@@ -15,6 +15,7 @@ interpolation of the bin's output quantiles.
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -23,7 +24,8 @@ import pandas as pd
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from planner.core.io import read_yaml_mapping, validate_model
+from planner.core.io import MAX_TRACE_BYTES, read_input_text, read_yaml_mapping, validate_model
+from planner.core.outputs import replace_atomically
 from planner.errors import InputError, PlannerError
 
 INPUT_QUANTILES = np.linspace(0.0, 1.0, 11)
@@ -196,14 +198,15 @@ def read_trace_lengths(path: Path | str, fmt: str) -> tuple[np.ndarray, np.ndarr
     path = Path(path)
     if fmt not in TRACE_FORMATS:
         raise InputError(path, "format", f"unknown trace format {fmt!r} (expected one of {', '.join(TRACE_FORMATS)})")
-    if not path.exists():
-        raise InputError(path, "", "file not found")
+    text = read_input_text(path, "a trace file", MAX_TRACE_BYTES)  # a regular UTF-8 file (planner.core.io)
     if fmt == "mooncake":
-        return _read_mooncake(path)
+        return _read_mooncake(path, text)
+    if "\x00" in text:
+        raise InputError(path, "", "not a valid CSV (contains a NUL byte: binary data?)")
     try:
-        df = pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise InputError(path, "", f"not a valid CSV ({str(exc).splitlines()[0]})") from None
+        df = pd.read_csv(io.StringIO(text))
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as exc:
+        raise InputError(path, "", f"not a valid CSV ({str(exc).splitlines()[0][:200]})") from None
     columns = ("num_prefill_tokens", "num_decode_tokens") if fmt == "sharegpt" else (
         "TIMESTAMP", "ContextTokens", "GeneratedTokens")
     for col in columns:
@@ -233,19 +236,21 @@ def _in_time_order(inputs: np.ndarray, outputs: np.ndarray, arrival: np.ndarray)
     return inputs[order], outputs[order], arrival - arrival[0]
 
 
-def _read_mooncake(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _read_mooncake(path: Path, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rows = []
-    for k, line in enumerate(path.read_text().splitlines(), start=1):
+    for k, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
             rows.append(json.loads(line))
         except json.JSONDecodeError as exc:
             raise InputError(path, f"line {k}", f"not valid JSON ({exc.msg})") from None
+        except (ValueError, RecursionError) as exc:  # an integer of > 4,300 digits; nesting too deep
+            raise InputError(path, f"line {k}", f"not valid JSON ({str(exc).splitlines()[0][:120]})") from None
         if not isinstance(rows[-1], dict):
             raise InputError(path, f"line {k}", "expected a JSON object")
         for key in ("timestamp", "input_length", "output_length"):
-            if not isinstance(rows[-1].get(key), (int, float)):
+            if not isinstance(rows[-1].get(key), (int, float)) or isinstance(rows[-1][key], bool):
                 raise InputError(path, f"line {k}, field {key}", "missing or not a number")
     if not rows:
         raise InputError(path, "", "no requests")
@@ -273,7 +278,5 @@ def save_length_distribution(dist: LengthDistribution, path: Path | str) -> Path
     total = sum(b["probability"] for b in data["bins"])
     data["bins"][-1]["probability"] = round(data["bins"][-1]["probability"] + (1 - total), 8)
     header = f"# Request-length distribution '{dist.name}', derived by `planner workload derive` from: {dist.source}\n"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(header + yaml.safe_dump(data, sort_keys=False, width=200, default_flow_style=None, allow_unicode=True))
-    tmp.replace(path)
-    return path
+    return replace_atomically(path, header + yaml.safe_dump(data, sort_keys=False, width=200, default_flow_style=None,
+                                                            allow_unicode=True))
