@@ -15,12 +15,13 @@ Outcomes:
   a peak resident size at the cap.
 
 The summary (counts per outcome and per category, wall time, the slowest variants, and every
-variant that is not ``exit 0`` or ``one-line error``) is printed; ``--out FILE`` also writes every
+variant that is not ``exit 0`` or ``one-line error``) is printed; ``--json-out FILE`` also writes every
 result as JSON.  The corpus is written to a temporary directory (removed afterwards) unless
 ``--corpus DIR`` is given; nothing in the repository is written.
 
 Usage:  python benchmarks/fuzz_run.py [--seed 0] [--count 1200] [--jobs 2] [--timeout 30]
-        [--memory-gb 2] [--only placement,batching] [--category aliases] [--out report.json]
+        [--memory-gb 2] [--only placement,batching] [--category aliases] [--json-out report.json]
+        [--out FILE | --update-results]   (markdown summary; default benchmarks/_runs/fuzz.md, git-ignored)
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fuzz_corpus import CATEGORIES, build_corpus, write_corpus  # noqa: E402
 from machine_info import machine_line  # noqa: E402
+from results_paths import add_output_options, output_path  # noqa: E402
 
 OUTCOMES = ("exit 0", "one-line error", "traceback", "multi-line stderr", "hang", "memory", "bad json")
 _MEMORY_SIGNS = ("MemoryError", "bad_alloc", "Cannot allocate memory", "out of memory")
@@ -116,8 +118,10 @@ def main() -> None:
     parser.add_argument("--category", default=None, help=f"comma-separated categories ({', '.join(CATEGORIES)})")
     parser.add_argument("--ids", default=None, help="comma-separated variant ids (as printed) to run only")
     parser.add_argument("--corpus", type=Path, default=None, help="write the corpus here and keep it")
-    parser.add_argument("--out", type=Path, default=None, help="also write every result as JSON to this file")
+    parser.add_argument("--json-out", type=Path, default=None, help="also write every result as JSON to this file")
+    add_output_options(parser, "fuzz")
     args = parser.parse_args()
+    out_path = output_path(parser, args, "fuzz")
 
     variants = build_corpus(args.seed, args.count)
     total = len(variants)
@@ -161,34 +165,44 @@ def main() -> None:
         scratch.cleanup()
 
     counts = Counter(r["outcome"] for r in results)
-    print(f"\n{len(results)} variants in {wall:.0f} s wall ({args.jobs} jobs):")
-    for outcome in OUTCOMES:
-        print(f"  {outcome:18s} {counts.get(outcome, 0)}")
-    print("\nper category (exit 0 / one-line / other):")
+    md = ["# Bad-input fuzz corpus", "",
+          f"`python benchmarks/fuzz_run.py`: {len(results)} of {total} mutations of the shipped instances (seed "
+          f"{args.seed}; `benchmarks/fuzz_corpus.py`), each run as a real `planner` process, {args.jobs} at a time, "
+          f"with a {args.timeout:g} s hang guard and a {args.memory_gb:g} GiB address-space cap; {wall:.0f} s wall.", "",
+          f"Machine: {machine_line()}.", "",
+          "| outcome | variants |", "|---|---:|"]
+    md += [f"| {outcome} | {counts.get(outcome, 0)} |" for outcome in OUTCOMES]
+    md += ["", "| category | variants | exit 0 | one-line error | other |", "|---|---:|---:|---:|---:|"]
     for category in CATEGORIES:
         rows = [r for r in results if r["category"] == category]
         if rows:
             c = Counter(r["outcome"] for r in rows)
-            print(f"  {category:11s} {len(rows):5d}: {c['exit 0']} / {c['one-line error']} / "
-                  f"{len(rows) - c['exit 0'] - c['one-line error']}")
-    print("\nper family (exit 0 / one-line / other):")
+            md.append(f"| {category} | {len(rows)} | {c['exit 0']} | {c['one-line error']} | "
+                      f"{len(rows) - c['exit 0'] - c['one-line error']} |")
+    md += ["", "| family | variants | exit 0 | one-line error | other |", "|---|---:|---:|---:|---:|"]
     for family in sorted({r["family"] for r in results}):
         rows = [r for r in results if r["family"] == family]
         c = Counter(r["outcome"] for r in rows)
-        print(f"  {family:11s} {len(rows):5d}: {c['exit 0']} / {c['one-line error']} / "
-              f"{len(rows) - c['exit 0'] - c['one-line error']}")
-    slow = sorted(results, key=lambda r: -r["seconds"])[:5]
-    print("\nslowest: " + "; ".join(f"{r['id']} {r['seconds']:.1f} s" for r in slow))
-    errors = [r for r in results if r["outcome"] == "one-line error"]
+        md.append(f"| {family} | {len(rows)} | {c['exit 0']} | {c['one-line error']} | "
+                  f"{len(rows) - c['exit 0'] - c['one-line error']} |")
+    errors = sorted(r["seconds"] for r in results if r["outcome"] == "one-line error")
     if errors:
-        slowest_error = max(errors, key=lambda r: r["seconds"])
-        print(f"slowest one-line error: {slowest_error['id']} {slowest_error['seconds']:.1f} s "
-              f"({slowest_error['mutation']})")
-    print(f"largest peak RSS: {max((r['peak_mb'] for r in results), default=0):.0f} MB")
-    if args.out is not None:
-        args.out.write_text(json.dumps({"seed": args.seed, "variants": len(results), "wall_s": round(wall, 1),
-                                        "counts": dict(counts), "results": results}, indent=1))
-        print(f"wrote {args.out}")
+        slowest_error = max((r for r in results if r["outcome"] == "one-line error"), key=lambda r: r["seconds"])
+        md += ["", (f"One-line errors, wall seconds per process (start-up included): median "
+                    f"{errors[len(errors) // 2]:.2f}, p90 {errors[int(0.9 * (len(errors) - 1))]:.2f}, max "
+                    f"{errors[-1]:.2f} ({slowest_error['id']}: {slowest_error['mutation']}).")]
+    slow = sorted(results, key=lambda r: -r["seconds"])[:5]
+    md += ["", "Slowest variants: " + "; ".join(f"{r['id']} {r['seconds']:.1f} s" for r in slow) + ".",
+           f"Largest peak RSS: {max((r['peak_mb'] for r in results), default=0):.0f} MB."]
+    text = "\n".join(md) + "\n"
+    print("\n" + text)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(text)
+    print(f"wrote {out_path}", file=sys.stderr)
+    if args.json_out is not None:
+        args.json_out.write_text(json.dumps({"seed": args.seed, "variants": len(results), "wall_s": round(wall, 1),
+                                             "counts": dict(counts), "results": results}, indent=1))
+        print(f"wrote {args.json_out}", file=sys.stderr)
     bad = sum(counts.get(k, 0) for k in ("traceback", "hang", "memory", "multi-line stderr", "bad json"))
     sys.exit(1 if bad else 0)
 

@@ -9,7 +9,9 @@ One command reproduces the performance claims of the README::
 Every ``benchmarks/*_scaling.py`` script found is run in its own process as
 ``python benchmarks/<family>_scaling.py --out <file> [--quick]`` (``--quick`` passes through).
 Each script writes a markdown table of its instances — sizes, build and solve seconds, status,
-gap — and its own machine line.
+gap — and its own machine line.  Two checks run the same way (full runs only: they have no
+``--quick``): ``time_limit.py`` (does ``--time-limit`` hold for the whole call, with a bound, and
+repeat?) and ``fuzz_run.py`` (the bad-input corpus: exit 0 or one line, never a traceback or hang).
 
 Where: an ordinary run touches no committed file.  Its tables and the collected file go to a
 fresh folder ``benchmarks/_runs/<UTC time>[-quick]/`` (git-ignored), and the collected markdown
@@ -53,10 +55,27 @@ RUNS = BENCH / "_runs"
 
 
 
+#: Checks that are not scaling runs but whose tables belong in RESULTS.md: name → script (table ``<name>.md``).
+CHECK_SCRIPTS = {"time_limit": "time_limit.py", "fuzz": "fuzz_run.py"}
+
+
+def family_of(script: Path) -> str:
+    """The name a script's table is filed under: ``<family>_scaling.py`` → family; a check → its name."""
+    for name, file in CHECK_SCRIPTS.items():
+        if script.name == file:
+            return name
+    return script.name.removesuffix("_scaling.py")
+
+
+def table_name(script: Path) -> str:
+    """The script's markdown table: ``<family>_scaling.md``, or ``<name>.md`` for a check."""
+    return f"{family_of(script)}.md" if script.name in CHECK_SCRIPTS.values() else f"{script.stem}.md"
+
+
 def find_scripts(only: set[str] | None = None) -> list[Path]:
-    scripts = sorted(BENCH.glob("*_scaling.py"))
+    scripts = sorted(BENCH.glob("*_scaling.py")) + [BENCH / file for file in CHECK_SCRIPTS.values()]
     if only is not None:
-        scripts = [s for s in scripts if s.name.removesuffix("_scaling.py") in only]
+        scripts = [s for s in scripts if family_of(s) in only]
     return scripts
 
 
@@ -66,7 +85,7 @@ def supports_quick(script: Path) -> bool:
 
 
 def run_script(script: Path, out: Path, quick: bool, timeout: float | None) -> dict:
-    family = script.name.removesuffix("_scaling.py")
+    family = family_of(script)
     row = {"family": family, "script": script.name, "out": out, "status": "", "seconds": 0.0, "detail": ""}
     if quick and not supports_quick(script):
         row.update(status="skipped", detail="the script has no --quick option")
@@ -167,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     results_dir, target = output_places(args, now)
     rows = []
     for script in scripts:
-        out = results_dir / f"{script.stem}.md"
+        out = results_dir / table_name(script)
         print(f"running {script.name}{' --quick' if args.quick else ''} …", file=sys.stderr, flush=True)
         row = run_script(script, out, args.quick, timeout)
         print(f"  {row['status']} in {row['seconds']:.1f} s{': ' + row['detail'] if row['detail'] else ''}",
@@ -177,8 +196,8 @@ def main(argv: list[str] | None = None) -> int:
         for script in find_scripts(None):
             if script in scripts:
                 continue
-            out = COMMITTED_RESULTS / f"{script.stem}.md"
-            row = {"family": script.name.removesuffix("_scaling.py"), "script": script.name, "out": out,
+            out = COMMITTED_RESULTS / table_name(script)
+            row = {"family": family_of(script), "script": script.name, "out": out,
                    "seconds": 0.0, "status": "ok", "detail": ""}
             if out.exists():
                 stamp = datetime.fromtimestamp(out.stat().st_mtime, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

@@ -50,6 +50,7 @@ import numpy as np
 import yaml
 
 from machine_info import machine_line
+from results_paths import add_output_options, output_path
 
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
@@ -206,7 +207,7 @@ def run_once(case: Case, limit: float) -> dict:
         "wall": wall, "cpu": cpu, "status": data.get("status"), "objective": data.get("objective"), "bound": bound,
         "bound_source": source, "solve_seconds": data.get("solve_seconds"),
         "plan": json.dumps(data.get("solution"), sort_keys=True),
-        "may_not_repeat": bool(stats.get("wall_cut") or stats.get("wall_cut")),
+        "may_not_repeat": bool(stats.get("wall_cut")),
     }
 
 
@@ -219,8 +220,9 @@ def main() -> None:
     parser.add_argument("--limits", default="3", help="comma-separated time limits in seconds (default 3)")
     parser.add_argument("--repeats", type=int, default=2, help="runs per case and limit (default 2)")
     parser.add_argument("--only", default="", help="comma-separated families (default: all)")
-    parser.add_argument("--out", type=Path, default=None, help="also write the markdown table to this file")
+    add_output_options(parser, "time_limit")
     args = parser.parse_args()
+    out_path = output_path(parser, args, "time_limit")
     limits = [float(x) for x in args.limits.split(",") if x]
     only = {x.strip() for x in args.only.split(",") if x.strip()} or None
     with tempfile.TemporaryDirectory(prefix="planner-time-limit-") as tmp:
@@ -241,6 +243,7 @@ def main() -> None:
             "|---|---:|---:|---:|---:|---:|---|---:|---:|---|---|---|",
         ]
         print("\n".join(lines), flush=True)
+        tally = {"rows": 0, "errors": 0, "over": [], "differ": 0, "no_bound": 0, "flagged": 0}
         for case in cases:
             for limit in limits:
                 startup = startup_seconds(case.family)
@@ -249,6 +252,13 @@ def main() -> None:
                 walls = ", ".join(f"{r['wall']:.2f}" for r in runs)
                 cpus = ", ".join(f"{r['cpu']:.2f}" for r in runs)
                 over = max(r["wall"] - limit - startup for r in runs)
+                tally["rows"] += 1
+                tally["over"].append(over)
+                tally["errors"] += bool(errors)
+                if not errors:
+                    tally["differ"] += len({r["plan"] for r in runs}) > 1
+                    tally["no_bound"] += any(r["bound"] is None for r in runs)
+                    tally["flagged"] += any(r["may_not_repeat"] for r in runs)
                 if errors:
                     row = f"| {case.name} | {limit:g} | {startup:.2f} | {walls} | {cpus} | {over:+.2f} | {errors[0]} | | | | | |"
                 else:
@@ -262,12 +272,16 @@ def main() -> None:
                            f"{objectives} | {bounds} | {sources} | {same} | {flagged} |")
                 print(row, flush=True)
                 lines.append(row)
-        lines += ["", f"Load average at the end {os.getloadavg()[0]:.2f}."]
-        print(lines[-1])
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text("\n".join(lines) + "\n")
-        print(f"wrote {args.out}")
+        worst = max(tally["over"], default=0.0)
+        lines += ["", (f"Summary: {tally['rows']} (instance, T) cases; largest overrun {worst:+.2f} s "
+                       f"({'within' if worst <= 0.5 else 'BEYOND'} the 0.5 s margin); {tally['errors']} errors; "
+                       f"{tally['no_bound']} without a bound; {tally['differ']} with different plans on repeated runs; "
+                       f"{tally['flagged']} where a result said it may not repeat."),
+                  "", f"Load average at the end {os.getloadavg()[0]:.2f}."]
+        print("\n".join(lines[-3:]))
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text("\n".join(lines) + "\n")
+    print(f"wrote {out_path}", file=sys.stderr)
 
 
 if __name__ == "__main__":
