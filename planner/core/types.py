@@ -30,7 +30,7 @@ class Frozen(BaseModel):
     are dropped here and recomputed on first use.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", ignored_types=(cached_property,))
+    model_config = ConfigDict(frozen=True, extra="forbid", ignored_types=(cached_property,), protected_namespaces=())
 
     def model_copy(self, *, update=None, deep: bool = False):  # type: ignore[override]
         copy = super().model_copy(update=update, deep=deep)
