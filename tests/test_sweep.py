@@ -365,7 +365,7 @@ def test_sigkill_of_a_ray_sweep_leaves_no_ray_process_behind(tmp_path):
     helpers = _wait_for_helpers(proc, lambda now: any(_comm(p).startswith("ray::call_point") for p in now), 120)
     names = {_comm(p) for p in helpers}
     assert proc.poll() is None, proc.communicate()[1]
-    # raylet and its agents (named ray::DashboardAgent / ray::RuntimeEnvAgent since Ray 2.10, plain python before)
+    # raylet and its agents (ray::DashboardAgent / ray::RuntimeEnvAgent in recent Ray; plain "python" in Ray 2.9)
     assert "raylet" in names and len(names - {"raylet", "gcs_server"}) >= 2, names
     proc.kill()  # SIGKILL: the driver can clean nothing up itself
     proc.wait()
