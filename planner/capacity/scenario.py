@@ -1,27 +1,56 @@
-"""The capacity scenario file (YAML) and its loader with one-line errors.
+"""The capacity scenario (a YAML file or the `planner capacity` query flags) and its loader with one-line errors.
 
 ```yaml
 name: llama2-70b-sharegpt
-model: Llama-2-70B                  # catalog name (planner/catalog/models.yaml)
-slos: {ttft_s: 1.6, atgt_s: 0.075}
+model: Llama-2-70B                  # catalog name (planner/catalog/models.yaml), not an alias
+slos: {ttft_s: 1.6, tpot_s: 0.075}  # tpot_s or atgt_s: the same quantity (see below)
+criterion: {percentile: 99}         # or {attainment: 0.99}; default {percentile: 99}
 workload: {distribution: sharegpt}  # a shipped distribution (models/workloads/) or a YAML path,
-                                    # or {trace: FILE, format: azure|mooncake|...} for a real trace
+                                    # or {isl: 2000, osl: 400} (every request the same lengths),
+                                    # or {trace: FILE, format: azure|mooncake|sharegpt, start_s: 0, duration_s: 600}
 rates: [2, 4, 8]                    # arrival rates (req/s), positive
 gpus:
   - {type: A100-80GB-SXM, price_per_hour: 1.90, tensor_parallel: [2, 4]}
   - {type: H100-80GB-SXM, price_per_hour: 3.20, tensor_parallel: best}   # best = Eqs. 5–6 choice
+  - {type: H100-80GB-SXM, price_per_hour: 3.20, tensor_parallel: all}    # every degree with a cost model
 placement: {strictness: 0.5, kv_headroom: 1.0}
 solve: {time_limit_s: 10, exact_max_requests: 400, seed: 0}
 ```
 
-A real trace contributes its (input, output) lengths only: they are summarised as a length
+The same scenario without a file: ``planner capacity --model Llama-2-70B --gpu H100-80GB-SXM --rate 10
+--ttft 1 --tpot 0.05 --price H100-80GB-SXM=3`` (`scenario_from_flags`).  The flags are turned into the
+mapping above and validated by the same code (`scenario_from_mapping`); an error names the flag
+instead of the YAML field.  Without ``--tp`` every TP degree with a cost model is tried
+(``tensor_parallel: all``).
+
+SLOs.  ``ttft_s``: time to first token (s).  ``tpot_s`` (time per output token) and ``atgt_s``
+(average time between tokens, Aladdin's name) are one quantity: the mean gap between a request's
+output tokens, (e2e − TTFT) / (output tokens − 1); either key may be given, both only when equal.
+
+Criterion.  ``percentile: P`` (0 < P < 100, default 99): the fleet must keep the P-th percentile of
+TTFT and of TPOT over the requests within the SLOs; ``attainment: A`` (0 < A ≤ 1): at least a
+fraction A of the requests must meet both SLOs.  Stored on the `Scenario` (``percentile`` /
+``attainment``, exactly one set) for the fleet simulation that checks a fleet size.
+
+Names.  GPU and model names are catalog names (any letter case): an alias is refused with a
+"did you mean" line listing every catalog entry it could mean, never rewritten (``A100-80GB`` is not
+silently ``A100-80GB-SXM``; it could as well be ``A100-80GB-PCIe``).
+
+Workloads.  A real trace contributes its (input, output) lengths: they are summarised as a length
 distribution (`derive_length_distribution`, requests longer than the model's context dropped) and
-the arrival rate stays the swept variable; the trace's own timestamps are not used.
+the arrival rate stays the swept variable.  ``start_s`` / ``duration_s`` keep the requests arriving
+in [start_s, start_s + duration_s) seconds after the trace's first request (formats with
+timestamps: azure, mooncake); the window is kept on the `Scenario` (``trace``) for trace replay.
+``isl``/``osl`` give the degenerate distribution where every request has exactly those lengths
+(``isl + osl`` must fit the model's context).
 
 Prices: the GPU catalog deliberately has none, so ``price_per_hour`` (US$ per GPU-hour) is
-required unless the catalog entry carries one.  Cost models come from ``models/aladdin/`` (or
-``cost_models_dir``); a TP degree without one is reported and skipped (Eq. 5 extrapolation is
-used only by ``tensor_parallel: best`` through `worker_configurations`).
+required unless the catalog entry carries one (the report ranks configurations by $/h).  Cost
+models come from ``models/aladdin/`` (or ``cost_models_dir``): a model, or a GPU type, without any
+cost model file for the degrees asked for is refused at load time; a single TP degree without one
+is reported and skipped by the sweep.  `Scenario.cost_model_source` names each (GPU, TP)'s file,
+the kind of its source (measured end-to-end, kernel composition, derived, published) and its fit's
+held-out error.
 """
 
 from __future__ import annotations
@@ -29,6 +58,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -46,7 +76,13 @@ from planner.core.io import (
 )
 from planner.core.types import GPUSpec, LLMSpec
 from planner.errors import InputError, PlannerError
-from planner.workloads.lengths import TRACE_FORMATS, LengthDistribution, derive_length_distribution, read_trace_lengths
+from planner.workloads.lengths import (
+    TRACE_FORMATS,
+    LengthBin,
+    LengthDistribution,
+    derive_length_distribution,
+    read_trace_lengths,
+)
 from planner.workloads.streams import find_distribution
 
 
@@ -88,13 +124,45 @@ class _Strict(BaseModel):
 
 class ScenarioSLOs(_Strict):
     ttft_s: PositiveNumber
-    atgt_s: PositiveNumber
+    atgt_s: PositiveNumber | None = None  # = tpot_s: the mean gap between a request's output tokens (s)
+    tpot_s: PositiveNumber | None = None
+
+
+def _open_percentile(value: float) -> float:
+    if not 0 < value < 100:
+        raise ValueError(f"must be strictly between 0 and 100, got {value:g}")
+    return value
+
+
+def _attainment(value: float) -> float:
+    if not 0 < value <= 1:
+        raise ValueError(f"must be in (0, 1] (a fraction of requests), got {value:g}")
+    return value
+
+
+class ScenarioCriterion(_Strict):
+    percentile: Annotated[float, NotBool, Finite] | None = None
+    attainment: Annotated[float, NotBool, Finite] | None = None
+
+    @field_validator("percentile")
+    @classmethod
+    def _percentile(cls, value: float | None) -> float | None:
+        return None if value is None else _open_percentile(value)
+
+    @field_validator("attainment")
+    @classmethod
+    def _fraction(cls, value: float | None) -> float | None:
+        return None if value is None else _attainment(value)
 
 
 class ScenarioWorkload(_Strict):
     distribution: str | None = None
     trace: str | None = None
     format: str = "azure"
+    start_s: Annotated[float, NotBool, Finite, Field(ge=0)] | None = None
+    duration_s: PositiveNumber | None = None
+    isl: Annotated[int, NotBool, Field(ge=1)] | None = None
+    osl: Annotated[int, NotBool, Field(ge=1)] | None = None
 
     @field_validator("format")
     @classmethod
@@ -107,7 +175,7 @@ class ScenarioWorkload(_Strict):
 class ScenarioGPU(_Strict):
     type: str
     price_per_hour: PositiveNumber | None = None
-    tensor_parallel: list[int] | Literal["best"] = "best"
+    tensor_parallel: list[int] | Literal["best", "all"] = "best"
 
     @field_validator("tensor_parallel", mode="before")
     @classmethod
@@ -117,15 +185,15 @@ class ScenarioGPU(_Strict):
                 if isinstance(degree, bool) or not isinstance(degree, int) or degree < 1:
                     shown = str(degree).lower() if isinstance(degree, bool) else repr(degree)
                     raise ValueError(f"[{k}] must be a positive integer TP degree, got {shown}")
-        elif value != "best":
-            raise ValueError(f"must be a list of TP degrees or 'best', got {value!r}")
+        elif value not in ("best", "all"):
+            raise ValueError(f"must be a list of TP degrees, 'best' or 'all', got {value!r}")
         return value
 
     @field_validator("tensor_parallel")
     @classmethod
     def _not_empty(cls, value: list[int] | str) -> list[int] | str:
         if isinstance(value, list) and not value:
-            raise ValueError("give at least one degree, or 'best'")
+            raise ValueError("give at least one degree, 'best' or 'all'")
         return value
 
 
@@ -145,6 +213,7 @@ class ScenarioFile(_Strict):
     family: Literal["capacity"] | None = None
     model: str
     slos: ScenarioSLOs
+    criterion: ScenarioCriterion = ScenarioCriterion()
     workload: ScenarioWorkload = ScenarioWorkload(distribution="sharegpt")
     rates: list[Annotated[float, NotBool, Finite, BeforeValidator(_positive_rate)]]
     gpus: list[ScenarioGPU]
@@ -172,16 +241,83 @@ class ScenarioFile(_Strict):
         return value
 
 
+#: TP degrees tried for ``tensor_parallel: best`` and ``all`` (only those with a cost model file).
+TP_DEGREES = (1, 2, 4, 8)
+
+#: The ``source`` of a scenario built from the query flags; its errors name the flag (`FLAG_OF_FIELD`).
+FLAGS_SOURCE = "planner capacity flags"
+
+
 class CandidateGPU(BaseModel):
     """A resolved GPU candidate: catalog spec with its price, and the TP degrees asked for."""
 
     model_config = ConfigDict(frozen=True)
     spec: GPUSpec
-    degrees: tuple[int, ...] | None  # None: choose by Eqs. 5–6 ("best")
+    degrees: tuple[int, ...] | None  # None: choose by Eqs. 5–6 ("best"); ``all`` is resolved to a tuple
+
+
+class TraceWindow(BaseModel):
+    """The real trace behind a workload: the file, its format and the window of arrivals used.
+
+    ``start_s`` and ``duration_s`` are seconds after the trace's first request (``duration_s`` None:
+    to the end); ``requests`` counts the window's requests that fit the model's context, the ones
+    the length distribution summarises."""
+
+    model_config = ConfigDict(frozen=True)
+    path: str
+    format: str
+    start_s: float = 0.0
+    duration_s: float | None = None
+    requests: int
+
+
+class CostModelSource(BaseModel):
+    """Where the cost model of one (GPU type, TP degree) comes from.
+
+    ``label`` is read from the file's provenance text (`cost_model_label`): "measured end-to-end
+    (Splitwise)", "kernel composition (Vidur)" (kernel times only: a lower bound on end-to-end time),
+    "derived (not measured)", "published coefficients", or "other".  ``holdout_mape`` /
+    ``holdout_max_ape`` (per phase, %) are the fit's error on profiling rows it did not see — an
+    error relative to the profiling data, not to a serving engine; None when the file has no fit
+    summary ("not measured")."""
+
+    model_config = ConfigDict(frozen=True)
+    gpu: str
+    tensor_parallel: int
+    path: str
+    provenance: str
+    label: str
+    holdout_mape: dict[str, float] | None = None
+    holdout_max_ape: dict[str, float] | None = None
+
+    def holdout_text(self) -> str:
+        """"held-out error prefill 4.7 %, decode 2.5 %" (mean absolute % error), or "held-out error not measured"."""
+        if not self.holdout_mape:
+            return "held-out error not measured"
+        parts = ", ".join(f"{phase} {value:.1f} %" for phase, value in self.holdout_mape.items())
+        return f"held-out error {parts}"
+
+
+def cost_model_label(provenance: str) -> str:
+    """The kind of a cost model's source, from its provenance text (see `CostModelSource`)."""
+    text = provenance.lower()
+    if text.startswith("derived") or "derived, not measured" in text:
+        return "derived (not measured)"
+    if "splitwise" in text:
+        return "measured end-to-end (Splitwise)"
+    if "vidur" in text:
+        return "kernel composition (Vidur)"
+    if "published" in text:
+        return "published coefficients"
+    return "other (see the file's provenance)" if text else "unknown (no provenance in the file)"
 
 
 class Scenario(BaseModel):
-    """A validated, resolved capacity scenario (frozen)."""
+    """A validated, resolved capacity scenario (frozen).
+
+    ``atgt_s`` is the TPOT SLO (``tpot_s`` is the same value); exactly one of ``percentile`` (0–100,
+    exclusive) and ``attainment`` (0–1] is set (module docstring, Criterion); ``trace`` is the
+    real-trace window behind ``distribution``, or None for a named or fixed-length distribution."""
 
     model_config = ConfigDict(frozen=True)
     source: str
@@ -199,6 +335,26 @@ class Scenario(BaseModel):
     exact_max_requests: int
     seed: int
     cost_models_dir: str | None
+    percentile: float | None = 99.0
+    attainment: float | None = None
+    trace: TraceWindow | None = None
+
+    @property
+    def tpot_s(self) -> float:
+        """The TPOT SLO (s): the same quantity as ``atgt_s``."""
+        return self.atgt_s
+
+    @property
+    def criterion_label(self) -> str:
+        """The SLO criterion in words, e.g. "P99 TTFT ≤ 1 s and P99 TPOT ≤ 0.05 s"."""
+        if self.attainment is not None:
+            return (f"≥ {100 * self.attainment:g} % of requests with TTFT ≤ {self.ttft_s:g} s and "
+                    f"TPOT ≤ {self.atgt_s:g} s")
+        return f"P{self.percentile:g} TTFT ≤ {self.ttft_s:g} s and P{self.percentile:g} TPOT ≤ {self.atgt_s:g} s"
+
+    def cost_model_source(self, gpu: str, tensor_parallel: int) -> CostModelSource | None:
+        """The Aladdin cost-model file of (``gpu``, ``tensor_parallel``) for this model, or None."""
+        return _cost_model_source(self.model.name, gpu, tensor_parallel, self.cost_models_dir)
 
     def fingerprint(self) -> str:
         """Hash of everything that defines the sweep's points (the results database's identity)."""
@@ -206,10 +362,35 @@ class Scenario(BaseModel):
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def _cost_model_source(model: str, gpu: str, tensor_parallel: int, models_dir: str | None) -> CostModelSource | None:
+    from planner.costmodels.files import find_cost_model_path, load_cost_model  # noqa: PLC0415
+
+    path = find_cost_model_path("aladdin", model, gpu, tensor_parallel, models_dir)
+    if path is None:
+        return None
+    cost = load_cost_model(path)
+    mape = maxape = None
+    if cost.fit is not None:
+        mape = {k: float(v.holdout_mape) for k, v in cost.fit.phases.items() if v.holdout_mape is not None} or None
+        maxape = {k: float(v.holdout_max_ape) for k, v in cost.fit.phases.items()
+                  if v.holdout_max_ape is not None} or None
+    return CostModelSource(gpu=gpu, tensor_parallel=tensor_parallel, path=str(path), provenance=cost.provenance,
+                           label=cost_model_label(cost.provenance), holdout_mape=mape, holdout_max_ape=maxape)
+
+
 def load_scenario(path: Path | str) -> Scenario:
-    """Read and resolve a scenario; every problem is one `InputError` line (file, field, problem)."""
+    """Read and resolve a scenario file; every problem is one `InputError` line (file, field, problem)."""
     path = Path(path)
-    raw = read_yaml_mapping(path)
+    return scenario_from_mapping(read_yaml_mapping(path), path)
+
+
+def scenario_from_mapping(raw: dict, source: Path | str) -> Scenario:
+    """Validate and resolve a scenario mapping (a YAML file's, or the one `scenario_from_flags` builds).
+
+    Relative paths in it (workload, trace, cost_models_dir) are resolved against ``source``'s folder
+    (the working directory for the flags).  Every problem is one `InputError` naming ``source`` and
+    the field."""
+    path = Path(source)
     for required in ("model", "slos"):
         if raw.get(required) in (None, "", {}):
             raise InputError(path, required, "required field is missing")
@@ -218,36 +399,113 @@ def load_scenario(path: Path | str) -> Scenario:
     if "gpus" not in raw:
         raise InputError(path, "gpus", "required field is missing")
     data = validate_model(ScenarioFile, raw, path)
-    model = find_model(data.model)
-    if model is None:
-        raise InputError(path, "model", f"unknown model {data.model!r} (see planner/catalog/models.yaml)")
-    gpus = []
-    for k, entry in enumerate(data.gpus):
-        spec = find_gpu(entry.type)
-        if spec is None:
-            raise InputError(path, f"gpus[{k}].type", f"unknown GPU type {entry.type!r} (known: {', '.join(gpu_names())})")
-        price = entry.price_per_hour or spec.price_per_hour
-        if price is None:
-            raise InputError(path, f"gpus[{k}].price_per_hour",
-                             f"required: the catalog has no price for {spec.name} (US$ per GPU-hour)")
-        degrees = None if entry.tensor_parallel == "best" else tuple(sorted(set(entry.tensor_parallel)))
-        gpus.append(CandidateGPU(spec=spec.model_copy(update={"price_per_hour": price}), degrees=degrees))
-    names = [g.spec.name for g in gpus]
-    if len(set(names)) != len(names):
-        raise InputError(path, "gpus", "each GPU type may appear once")
-    dist, label = _workload(path, data.workload, model.max_context_tokens)
-    _check_stream_size(path, raw["rates"], data.rates[-1], dist, data.slos.atgt_s, model.max_context_tokens)
+    atgt_s = _tpot(path, data.slos)
+    percentile, attainment = _criterion(path, data.criterion)
+    model = _catalog_model(path, data.model)
     models_dir = None
     if data.cost_models_dir:
         models_dir = str(check_input_dir(resolve_relative(path, data.cost_models_dir), "a directory of cost models "
                                          "(aladdin/)", source=path, field="cost_models_dir"))
+    _check_model_has_cost_models(path, model, models_dir)
+    gpus = []
+    for k, entry in enumerate(data.gpus):
+        spec = _catalog_gpu(path, f"gpus[{k}].type", entry.type)
+        price = entry.price_per_hour or spec.price_per_hour
+        if price is None:
+            raise InputError(path, f"gpus[{k}].price_per_hour",
+                             f"required: the catalog has no price for {spec.name} (US$ per GPU-hour)")
+        degrees = _degrees(path, k, model, spec.name, entry.tensor_parallel, models_dir)
+        gpus.append(CandidateGPU(spec=spec.model_copy(update={"price_per_hour": price}), degrees=degrees))
+    names = [g.spec.name for g in gpus]
+    if len(set(names)) != len(names):
+        raise InputError(path, "gpus", "each GPU type may appear once")
+    dist, label, trace = _workload(path, data.workload, model.max_context_tokens)
+    _check_stream_size(path, raw["rates"], data.rates[-1], dist, atgt_s, model.max_context_tokens)
     return Scenario(
-        source=str(path), name=data.name, model=model, ttft_s=data.slos.ttft_s, atgt_s=data.slos.atgt_s,
+        source=str(path), name=data.name, model=model, ttft_s=data.slos.ttft_s, atgt_s=atgt_s,
         distribution=dist, workload_label=label, rates=tuple(data.rates), gpus=tuple(gpus),
         strictness=data.placement.strictness, kv_headroom=data.placement.kv_headroom,
         time_limit_s=data.solve.time_limit_s, exact_max_requests=data.solve.exact_max_requests,
-        seed=data.solve.seed, cost_models_dir=models_dir,
+        seed=data.solve.seed, cost_models_dir=models_dir, percentile=percentile, attainment=attainment, trace=trace,
     )
+
+
+def _tpot(path: Path, slos: ScenarioSLOs) -> float:
+    """The TPOT SLO from ``atgt_s`` or ``tpot_s`` (one quantity; both only when equal)."""
+    if slos.atgt_s is None and slos.tpot_s is None:
+        raise InputError(path, "slos.atgt_s", "required field is missing (give tpot_s or atgt_s: the same quantity, "
+                                              "the mean gap between a request's output tokens, s)")
+    if slos.atgt_s is not None and slos.tpot_s is not None and slos.atgt_s != slos.tpot_s:
+        raise InputError(path, "slos.tpot_s", f"{slos.tpot_s:g} s differs from atgt_s {slos.atgt_s:g} s; they are the "
+                                              "same quantity (mean gap between a request's output tokens): give one")
+    return float(slos.atgt_s if slos.atgt_s is not None else slos.tpot_s)  # type: ignore[arg-type]
+
+
+def _criterion(path: Path, crit: ScenarioCriterion) -> tuple[float | None, float | None]:
+    if crit.percentile is not None and crit.attainment is not None:
+        raise InputError(path, "criterion", "give percentile or attainment, not both")
+    if crit.attainment is not None:
+        return None, crit.attainment
+    return (99.0 if crit.percentile is None else crit.percentile), None
+
+
+def _did_you_mean(names: list[str]) -> str:
+    shown = names[0] if len(names) == 1 else "one of " + ", ".join(names)
+    return f"; did you mean {shown}? (an alias is not read as a catalog name)"
+
+
+def _catalog_model(path: Path, name: str) -> LLMSpec:
+    """The catalog model called ``name`` (any letter case); an alias is refused, not rewritten."""
+    model = find_model(name)
+    if model is None:
+        raise InputError(path, "model", f"unknown model {name!r} (see planner/catalog/models.yaml)")
+    if model.name.lower() != name.lower():
+        raise InputError(path, "model", f"unknown model {name!r}{_did_you_mean([model.name])}")
+    return model
+
+
+def _catalog_gpu(path: Path, field: str, name: str) -> GPUSpec:
+    """The catalog GPU called ``name`` (any letter case); an alias is refused, not rewritten: it may
+    name several SKUs (``A100-80GB``: SXM or PCIe), so every catalog GPU it could mean is listed."""
+    spec = find_gpu(name)
+    if spec is None:
+        raise InputError(path, field, f"unknown GPU type {name!r} (known: {', '.join(gpu_names())})")
+    if spec.name.lower() != name.lower():
+        similar = sorted({g for g in gpu_names() if g.lower().startswith(name.lower())} | {spec.name})
+        raise InputError(path, field, f"unknown GPU type {name!r}{_did_you_mean(similar)}")
+    return spec
+
+
+def _models_root(models_dir: str | None) -> Path:
+    from planner.costmodels.files import default_models_dir  # noqa: PLC0415
+
+    return (Path(models_dir) if models_dir else default_models_dir()) / "aladdin"
+
+
+def _check_model_has_cost_models(path: Path, model: LLMSpec, models_dir: str | None) -> None:
+    from planner.costmodels.files import slug  # noqa: PLC0415
+
+    root = _models_root(models_dir)
+    if not any(root.glob(f"{slug(model.name)}__*.yaml")):
+        raise InputError(path, "model", f"no Aladdin cost model for {model.name} in {root} "
+                                        "(fit one with `planner fit`, or give cost_models_dir)")
+
+
+def _degrees(path: Path, k: int, model: LLMSpec, gpu: str, asked: list[int] | str,
+             models_dir: str | None) -> tuple[int, ...] | None:
+    """The TP degrees of one candidate: a sorted tuple, or None for ``best``; ``all`` = every degree of
+    `TP_DEGREES` with a cost model file.  A GPU type with no cost model at any of them is refused."""
+    from planner.costmodels.files import find_cost_model_path  # noqa: PLC0415
+
+    wanted = TP_DEGREES if asked in ("best", "all") else tuple(sorted(set(asked)))
+    fitted = tuple(g for g in wanted if find_cost_model_path("aladdin", model.name, gpu, g, models_dir) is not None)
+    if not fitted:
+        shown = ", ".join(str(g) for g in wanted)
+        raise InputError(path, f"gpus[{k}].type", f"no Aladdin cost model for {model.name} on {gpu} at TP {shown} "
+                                                  f"in {_models_root(models_dir)}")
+    if asked == "best":
+        return None
+    return fitted if asked == "all" else wanted
 
 
 def _check_stream_size(path: Path, raw_rates: list, rate_max: float, dist: LengthDistribution,
@@ -266,25 +524,220 @@ def _check_stream_size(path: Path, raw_rates: list, rate_max: float, dist: Lengt
                                   f"(rate ≤ {MAX_MASTER_REQUESTS / horizon:.0f} req/s for this workload and ATGT)")
 
 
-def _workload(path: Path, spec: ScenarioWorkload, cap: int) -> tuple[LengthDistribution, str]:
-    if (spec.distribution is None) == (spec.trace is None):
-        raise InputError(path, "workload", "give exactly one of distribution (a named distribution) or trace (a file)")
+#: Fewest requests a trace window must hold to be summarised as a length distribution.
+MIN_TRACE_REQUESTS = 50
+
+
+def fixed_length_distribution(isl: int, osl: int) -> LengthDistribution:
+    """The degenerate distribution: every request has ``isl`` input and ``osl`` output tokens."""
+    return LengthDistribution(
+        name=f"fixed-isl{isl}-osl{osl}", source=f"fixed lengths: isl={isl}, osl={osl}", num_samples=0,
+        max_total_tokens=isl + osl,
+        bins=[LengthBin(probability=1.0, input_quantiles=[isl, isl], output_quantiles=[osl, osl], output_mean=osl)],
+    )
+
+
+def _workload(path: Path, spec: ScenarioWorkload, cap: int) -> tuple[LengthDistribution, str, TraceWindow | None]:
+    fixed = spec.isl is not None or spec.osl is not None
+    given = [k for k, v in (("distribution", spec.distribution is not None), ("trace", spec.trace is not None),
+                            ("isl/osl", fixed)) if v]
+    if len(given) != 1:
+        raise InputError(path, "workload", "give exactly one of distribution (a named distribution), trace (a file) "
+                                           f"or isl and osl (fixed lengths){'; got ' + ', '.join(given) if given else ''}")
+    if spec.trace is None:
+        for key in ("start_s", "duration_s"):
+            if getattr(spec, key) is not None:
+                raise InputError(path, f"workload.{key}", "applies to a trace only")
+    if fixed:
+        if spec.isl is None or spec.osl is None:
+            missing = "isl" if spec.isl is None else "osl"
+            raise InputError(path, f"workload.{missing}", "required field is missing (isl and osl go together)")
+        if spec.isl + spec.osl > cap:
+            raise InputError(path, "workload.isl", f"isl + osl = {spec.isl + spec.osl} tokens exceeds the model's "
+                                                   f"context of {cap} tokens")
+        return fixed_length_distribution(spec.isl, spec.osl), f"fixed lengths isl={spec.isl}, osl={spec.osl}", None
     if spec.distribution is not None:
         name = spec.distribution
         target = resolve_relative(path, name) if name.endswith((".yaml", ".yml")) else name
         try:
-            return find_distribution(str(target)), f"distribution {name}"
+            return find_distribution(str(target)), f"distribution {name}", None
         except PlannerError as exc:
             raise InputError(path, "workload.distribution", str(exc)) from None
     trace = resolve_relative(path, spec.trace)  # type: ignore[arg-type]
     check_input_file(trace, "a trace file", MAX_TRACE_BYTES, source=path, field="workload.trace")
     try:
-        inputs, outputs, _ = read_trace_lengths(trace, spec.format)
+        inputs, outputs, arrival = read_trace_lengths(trace, spec.format)
     except PlannerError as exc:
         raise InputError(path, "workload.trace", str(exc)) from None
+    start = 0.0 if spec.start_s is None else float(spec.start_s)
+    window = ""
+    if spec.start_s is not None or spec.duration_s is not None:
+        if arrival is None:
+            raise InputError(path, "workload.start_s" if spec.start_s is not None else "workload.duration_s",
+                             f"the {spec.format} format has no arrival times, so a trace window cannot be chosen")
+        end = math.inf if spec.duration_s is None else start + float(spec.duration_s)
+        inside = (arrival >= start) & (arrival < end)
+        span = f"the trace's requests arrive from 0 to {float(arrival.max()) if arrival.size else 0:g} s"
+        if not inside.any():
+            raise InputError(path, "workload.start_s" if spec.start_s is not None else "workload.duration_s",
+                             f"no requests in the window [{start:g}, {end:g}) s of {trace.name} ({span})")
+        inputs, outputs = inputs[inside], outputs[inside]
+        window = f", {start:g}–{end:g} s"
     keep = (inputs >= 1) & (outputs >= 1) & (inputs + outputs <= cap)
-    if keep.sum() < 50:
-        raise InputError(path, "workload.trace", f"{trace}: only {int(keep.sum())} requests fit the model's context; need ≥ 50")
+    if keep.sum() < MIN_TRACE_REQUESTS:
+        raise InputError(path, "workload.trace", f"{trace}: only {int(keep.sum())} requests{window and ' in the window'} "
+                                                 f"fit the model's context; need ≥ {MIN_TRACE_REQUESTS}")
     dist = derive_length_distribution(inputs[keep], outputs[keep], name=trace.stem, source=str(trace),
                                       max_total_tokens=cap)
-    return dist, f"trace {trace.name} ({int(keep.sum())} requests)"
+    info = TraceWindow(path=str(trace), format=spec.format, start_s=start, duration_s=spec.duration_s,
+                       requests=int(keep.sum()))
+    return dist, f"trace {trace.name} ({int(keep.sum())} requests{window})", info
+
+
+# ---- the query flags ------------------------------------------------------------------------------
+
+#: Scenario field (indices dropped) → the `planner capacity` flag that sets it, for error lines.
+FLAG_OF_FIELD = {
+    "model": "--model",
+    "slos": "--ttft/--tpot",
+    "slos.ttft_s": "--ttft",
+    "slos.atgt_s": "--tpot",
+    "slos.tpot_s": "--tpot",
+    "criterion": "--percentile/--attainment",
+    "criterion.percentile": "--percentile",
+    "criterion.attainment": "--attainment",
+    "workload": "--workload/--trace/--isl",
+    "workload.distribution": "--workload",
+    "workload.trace": "--trace",
+    "workload.format": "--format",
+    "workload.start_s": "--trace-start",
+    "workload.duration_s": "--trace-duration",
+    "workload.isl": "--isl",
+    "workload.osl": "--osl",
+    "rates": "--rate",
+    "gpus": "--gpu",
+    "gpus.type": "--gpu",
+    "gpus.price_per_hour": "--price",
+    "gpus.tensor_parallel": "--tp",
+    "solve.time_limit_s": "--time-limit",
+    "solve.seed": "--seed",
+    "cost_models_dir": "--cost-models",
+}
+
+
+def parse_prices(prices: list[str], gpus: list[str]) -> dict[str, float]:
+    """``--price GPU=USD`` values → {GPU: US$ per GPU-hour}; the GPU must be one given with ``--gpu``
+    (as written there).  A value that is not a number is left to the scenario's validation as text."""
+    table: dict[str, float] = {}
+    for item in prices:
+        name, sep, value = item.rpartition("=")
+        if not sep or not name.strip() or not value.strip():
+            raise InputError("--price", "", f"expected GPU=USD_PER_GPU_HOUR, got {item!r}")
+        name = name.strip()
+        if name not in gpus:
+            raise InputError("--price", "", f"{item!r} prices a GPU not asked for with --gpu "
+                                            f"(asked: {', '.join(gpus) if gpus else 'none'})")
+        if name in table:
+            raise InputError("--price", "", f"{name} is priced twice")
+        try:
+            table[name] = float(value)
+        except ValueError:
+            raise InputError("--price", "", f"{item!r}: the price {value.strip()!r} is not a number "
+                                            "(US$ per GPU-hour)") from None
+    return table
+
+
+def flags_mapping(
+    *,
+    model: str | None,
+    gpus: list[str],
+    rates: list[float],
+    ttft_s: float | None,
+    tpot_s: float | None = None,
+    atgt_s: float | None = None,
+    tensor_parallel: list[int] | None = None,
+    prices: dict[str, float] | None = None,
+    percentile: float | None = None,
+    attainment: float | None = None,
+    workload: str | None = None,
+    isl: int | None = None,
+    osl: int | None = None,
+    trace: str | None = None,
+    trace_format: str | None = None,
+    trace_start_s: float | None = None,
+    trace_duration_s: float | None = None,
+    time_limit_s: float | None = None,
+    seed: int | None = None,
+    cost_models_dir: str | None = None,
+) -> dict:
+    """The scenario mapping (the YAML file's content) the query flags stand for; nothing is checked here."""
+    raw: dict = {"name": "capacity"}
+    if model is not None:
+        raw["model"] = model
+    slos = {k: v for k, v in (("ttft_s", ttft_s), ("tpot_s", tpot_s), ("atgt_s", atgt_s)) if v is not None}
+    if slos:
+        raw["slos"] = slos
+    criterion = {k: v for k, v in (("percentile", percentile), ("attainment", attainment)) if v is not None}
+    if criterion:
+        raw["criterion"] = criterion
+    work = {k: v for k, v in (("distribution", workload), ("isl", isl), ("osl", osl), ("trace", trace),
+                              ("format", trace_format), ("start_s", trace_start_s),
+                              ("duration_s", trace_duration_s)) if v is not None}
+    if work:
+        raw["workload"] = work
+    if rates:
+        raw["rates"] = list(rates)
+    if gpus:
+        raw["gpus"] = []
+        for name in gpus:
+            entry: dict = {"type": name, "tensor_parallel": list(tensor_parallel) if tensor_parallel else "all"}
+            if prices and name in prices:
+                entry["price_per_hour"] = prices[name]
+            raw["gpus"].append(entry)
+    solve = {k: v for k, v in (("time_limit_s", time_limit_s), ("seed", seed)) if v is not None}
+    if solve:
+        raw["solve"] = solve
+    if cost_models_dir is not None:
+        raw["cost_models_dir"] = cost_models_dir
+    return raw
+
+
+def flag_of(field: str) -> str:
+    """The flag behind a scenario field path such as ``gpus[1].price_per_hour`` (the field itself if none)."""
+    bare = re.sub(r"\[\d+\]", "", field)
+    while bare and bare not in FLAG_OF_FIELD and "." in bare:
+        bare = bare.rsplit(".", 1)[0]
+    return FLAG_OF_FIELD.get(bare, field)
+
+
+def scenario_from_flags(raw: dict) -> Scenario:
+    """`scenario_from_mapping` on the flags' mapping (`flags_mapping`), errors naming the flag:
+    ``--rate: arrival rates must be positive, got -1``."""
+    try:
+        return scenario_from_mapping(raw, FLAGS_SOURCE)
+    except InputError as exc:
+        if exc.source != FLAGS_SOURCE:
+            raise
+        flag = flag_of(exc.field) if exc.field else "flags"
+        if flag == "--tpot" and "tpot_s" not in raw.get("slos", {}) and "atgt_s" in raw.get("slos", {}):
+            flag = "--atgt"
+        problem = exc.problem
+        for yaml_words, flag_words in _FLAG_WORDS:
+            problem = problem.replace(yaml_words, flag_words)
+        if flag == "--price" and problem.startswith("required"):
+            problem += "; give --price GPU=USD for it"
+        raise InputError(flag, "", problem) from None
+
+
+#: YAML wording in shared error messages → the flags' wording.
+_FLAG_WORDS = (
+    ("required field is missing", "required option is missing"),
+    ("give tpot_s or atgt_s", "give --tpot or --atgt"),
+    ("differs from atgt_s", "differs from --atgt"),
+    ("give percentile or attainment", "give --percentile or --attainment"),
+    ("distribution (a named distribution), trace (a file) or isl and osl (fixed lengths)",
+     "--workload (a named distribution), --trace (a file) or --isl and --osl (fixed lengths)"),
+    ("isl and osl go together", "--isl and --osl go together"),
+    ("isl + osl", "--isl + --osl"),
+    ("give cost_models_dir", "give --cost-models DIR"),
+)

@@ -1,4 +1,14 @@
-"""`planner capacity SCENARIO.yaml --out DIR` and `planner compare all INSTANCE_DIR`.
+"""`planner capacity [SCENARIO.yaml | query flags] [--out DIR]` and `planner compare all INSTANCE_DIR`.
+
+`planner capacity` takes its question from a scenario file or from flags alone (``--model``,
+``--gpu``, ``--rate``, ``--ttft``, ``--tpot``, ``--price`` ...): the flags become the scenario
+mapping a file would hold and go through the same validation (`planner.capacity.scenario`), so a
+file and its flags give the same `Scenario`; an error names the flag.  Prices are required (the
+report and the answer rank configurations by $/h and the catalog ships none): a GPU without
+``--price`` is refused with one line.  On the terminal every row names its cost model's source
+(measured end-to-end, kernel composition, derived), a footnote per configuration gives its file and
+held-out error, and every GPU type or TP degree left out is named on stderr with the reason
+("not planned: ...").  Without ``--out`` the sweep runs in a temporary directory and nothing is kept.
 
 Both run on the sweep engine (`planner.sweep`): local process pool by default, ``--executor ray
 [--address HOST:PORT]`` on a Ray cluster; every finished point is committed to
@@ -16,12 +26,14 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import Optional
 
 import typer
 from rich.table import Table
 
 from planner.cli.common import (
     CommandGroups,
+    err,
     JsonOption,
     SeedOption,
     SolverOption,
@@ -31,15 +43,56 @@ from planner.cli.common import (
     out,
     to_json,
 )
-from planner.errors import PlannerError
+from planner.errors import InputError, PlannerError
 from planner.sweep.engine import EXECUTORS
 
+QUERY = "Query (instead of a scenario file)"
 EXECUTOR_HELP = f"where points run: {', '.join(EXECUTORS)} (local = process pool sized to the machine)"
 
 
 def capacity_cmd(
-    scenario: Path = typer.Argument(..., help="capacity scenario YAML (see instances/capacity/)"),
-    out_dir: Path = typer.Option(..., "--out", help="output directory: results.sqlite, report.html, points.csv/.parquet"),
+    scenario: Optional[Path] = typer.Argument(None, help="capacity scenario YAML (see instances/capacity/); "
+                                              "or give the query as flags (--model, --gpu, --rate, --ttft, --tpot)"),
+    model: Optional[str] = typer.Option(None, "--model", help="catalog model name, e.g. Llama-2-70B", rich_help_panel=QUERY),
+    gpu: Optional[list[str]] = typer.Option(None, "--gpu", help="GPU type (catalog name, e.g. H100-80GB-SXM); repeat "
+                                            "for several", rich_help_panel=QUERY),
+    rate: Optional[list[float]] = typer.Option(None, "--rate", help="arrival rate (req/s); repeat for several",
+                                               rich_help_panel=QUERY),
+    ttft: Optional[float] = typer.Option(None, "--ttft", help="TTFT SLO (s)", rich_help_panel=QUERY),
+    tpot: Optional[float] = typer.Option(None, "--tpot", help="TPOT SLO (s): mean gap between a request's output "
+                                         "tokens; the same quantity as --atgt", rich_help_panel=QUERY),
+    atgt: Optional[float] = typer.Option(None, "--atgt", help="ATGT SLO (s), the same quantity as --tpot",
+                                         rich_help_panel=QUERY),
+    tp: Optional[list[int]] = typer.Option(None, "--tp", help="TP degree; repeat for several (default: every degree "
+                                           "with a cost model)", rich_help_panel=QUERY),
+    price: Optional[list[str]] = typer.Option(None, "--price", help="GPU=USD per GPU-hour, e.g. H100-80GB-SXM=3.0; "
+                                              "required per GPU (the catalog ships no prices)", rich_help_panel=QUERY),
+    percentile: Optional[float] = typer.Option(None, "--percentile", help="SLO percentile P in (0, 100): P-th "
+                                               "percentile TTFT and TPOT within the SLOs (default 99)",
+                                               rich_help_panel=QUERY),
+    attainment: Optional[float] = typer.Option(None, "--attainment", help="instead of --percentile: fraction in "
+                                               "(0, 1] of requests meeting both SLOs", rich_help_panel=QUERY),
+    isl: Optional[int] = typer.Option(None, "--isl", help="fixed input length (tokens), with --osl",
+                                      rich_help_panel=QUERY),
+    osl: Optional[int] = typer.Option(None, "--osl", help="fixed output length (tokens), with --isl",
+                                      rich_help_panel=QUERY),
+    workload: Optional[str] = typer.Option(None, "--workload", help="length distribution: a shipped name "
+                                           "(default sharegpt) or a YAML path", rich_help_panel=QUERY),
+    trace: Optional[str] = typer.Option(None, "--trace", help="real trace file whose lengths make the workload",
+                                        rich_help_panel=QUERY),
+    trace_format: Optional[str] = typer.Option(None, "--format", help="format of --trace: azure (default), "
+                                               "mooncake or sharegpt", rich_help_panel=QUERY),
+    trace_start: Optional[float] = typer.Option(None, "--trace-start", help="use the trace's requests from this "
+                                                "many seconds after its first one", rich_help_panel=QUERY),
+    trace_duration: Optional[float] = typer.Option(None, "--trace-duration", help="use this many seconds of the "
+                                                   "trace's arrivals", rich_help_panel=QUERY),
+    time_limit: Optional[float] = typer.Option(None, "--time-limit", help="seconds per point's exact solve "
+                                               "(default 10)", rich_help_panel=QUERY),
+    seed: Optional[int] = typer.Option(None, "--seed", help="random seed (default 0)", rich_help_panel=QUERY),
+    cost_models: Optional[str] = typer.Option(None, "--cost-models", help="directory holding aladdin/ cost models "
+                                              "(default: models/)", rich_help_panel=QUERY),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="output directory: results.sqlite (resumable), "
+                                           "report.html, points.csv/.parquet (default: none kept)"),
     executor: str = typer.Option("local", help=EXECUTOR_HELP),
     address: str = typer.Option(None, help="Ray cluster address (HOST:PORT or ray://HOST:PORT) for --executor ray"),
     workers: int = typer.Option(None, help="parallel points (default: CPU count, or the Ray cluster's CPUs)"),
@@ -50,13 +103,45 @@ def capacity_cmd(
 ) -> None:
     """Capacity plan: minimal GPUs per GPU type, TP degree and arrival rate, with bounds, Eq. 7 and $/h.
 
-    Writes a self-contained HTML report and CSV/Parquet of every point into --out; re-running the same command resumes an interrupted sweep (finished points are not solved again). Report files of an earlier run are not overwritten without --force.
+    The question comes from a scenario YAML file or from the query flags alone, e.g. `planner capacity --model Llama-2-70B --gpu H100-80GB-SXM --rate 10 --ttft 1 --tpot 0.05 --price H100-80GB-SXM=3` (without --tp every TP degree with a cost model is tried). Every row names the cost model it is computed under. A GPU type or TP degree that cannot be planned is named on stderr with the reason.
 
-    --json: status (optimal / feasible / partial / failed), objective = the cheapest $/h at the highest rate, bound = the lowest $/h any swept configuration could reach there, and per point its solver, gap and validator verdict.
+    With --out DIR: a self-contained HTML report and CSV/Parquet of every point; re-running the same command resumes an interrupted sweep (finished points are not solved again). Report files of an earlier run are not overwritten without --force. Without --out nothing is kept.
+
+    --json: status (optimal / feasible / partial / failed), objective = the cheapest $/h at the highest rate, bound = the lowest $/h any swept configuration could reach there, and per point its solver, gap, validator verdict and cost model.
     """
-    from planner.capacity.scenario import load_scenario
+    from planner.capacity.scenario import (
+        FLAGS_SOURCE,
+        flag_of,
+        flags_mapping,
+        load_scenario,
+        parse_prices,
+        scenario_from_flags,
+    )
 
-    spec = load_scenario(scenario)  # before the report and sweep imports (matplotlib, ~2 s): bad input fails fast
+    flags = {"--model": model, "--gpu": gpu, "--rate": rate, "--ttft": ttft, "--tpot": tpot, "--atgt": atgt,
+             "--tp": tp, "--price": price, "--percentile": percentile, "--attainment": attainment, "--isl": isl,
+             "--osl": osl, "--workload": workload, "--trace": trace, "--format": trace_format,
+             "--trace-start": trace_start, "--trace-duration": trace_duration, "--time-limit": time_limit,
+             "--seed": seed, "--cost-models": cost_models}
+    given = [name for name, value in flags.items() if value not in (None, [])]
+    # the scenario is read before the report and sweep imports (matplotlib, ~2 s): bad input fails fast
+    if scenario is not None:
+        if given:
+            raise PlannerError(f"{given[0]}: give a scenario file or the query flags, not both "
+                               f"(the file {scenario} already holds the question)")
+        spec = load_scenario(scenario)
+    else:
+        if not given:
+            raise PlannerError("give a scenario YAML file, or the query as flags: --model M --gpu G --rate R "
+                               "--ttft S --tpot S --price G=USD (see 'planner capacity --help')")
+        if trace_format is not None and trace is None:
+            raise PlannerError("--format: applies to --trace only")
+        spec = scenario_from_flags(flags_mapping(
+            model=model, gpus=list(gpu or []), rates=list(rate or []), ttft_s=ttft, tpot_s=tpot, atgt_s=atgt,
+            tensor_parallel=list(tp or []) or None, prices=parse_prices(list(price or []), list(gpu or [])),
+            percentile=percentile, attainment=attainment, workload=workload, isl=isl, osl=osl, trace=trace,
+            trace_format=trace_format, trace_start_s=trace_start, trace_duration_s=trace_duration,
+            time_limit_s=time_limit, seed=seed, cost_models_dir=cost_models))
     from planner.capacity.report import (
         POINT_JSON_COLUMNS,
         answer_lines,
@@ -66,34 +151,99 @@ def capacity_cmd(
     )
     from planner.capacity.run import run_capacity
 
-    check_output_dir(out_dir)
-    check_report_files(out_dir, force)
-    result = run_capacity(spec, out_dir, executor=executor, workers=workers, address=address, progress=progress)
-    paths = write_outputs(result, out_dir, force)
+    if out_dir is not None:
+        check_output_dir(out_dir)
+        check_report_files(out_dir, force)
+    with tempfile.TemporaryDirectory(prefix="planner-capacity-") as scratch:
+        target = out_dir if out_dir is not None else Path(scratch)
+        try:
+            result = run_capacity(spec, target, executor=executor, workers=workers, address=address,
+                                  progress=progress)
+        except InputError as exc:  # e.g. no configuration can serve the model: name the flag, not a YAML field
+            if exc.source != FLAGS_SOURCE:
+                raise
+            raise InputError(flag_of(exc.field) if exc.field else "flags", "", exc.problem) from None
+        paths = write_outputs(result, out_dir, force) if out_dir is not None else {}
+    sources = _cost_model_sources(spec, result.configurations)
+    not_planned = _not_planned(result)
+    if not result.failures:  # with failures, the error line below names them (stderr stays one line)
+        for line in not_planned:
+            err.print(f"not planned: {line}")
     if json_out:
         rows = result.points.reindex(columns=list(POINT_JSON_COLUMNS)).to_dict(orient="records")
-        print(to_json({"scenario": str(scenario), "name": spec.name, **json_summary(result), "points": rows,
+        for row in rows:
+            src = sources.get((row["gpu"], row["tensor_parallel"]))
+            row["cost_model"] = None if src is None else src.label
+            row["cost_model_path"] = None if src is None else src.path
+        print(to_json({"scenario": spec.source, "name": spec.name, **json_summary(result), "points": rows,
+                       "criterion": {"percentile": spec.percentile, "attainment": spec.attainment,
+                                     "text": spec.criterion_label},
+                       "cost_models": [{**src.model_dump(mode="json"), "holdout": src.holdout_text()}
+                                       for src in sources.values()],
+                       "not_planned": [{"gpu": e.gpu, "tensor_parallel": e.tensor_parallel, "reason": e.reason}
+                                       for e in result.excluded],
                        "eq7": result.fits.to_dict(orient="records"), "failures": result.failures,
                        "outputs": {k: str(v) for k, v in paths.items()}}))
     else:
         pts = result.points
         if not pts.empty:
-            t = Table(title=f"Capacity: {spec.model.name}, best TP per GPU type ({spec.workload_label})",
+            t = Table(title=f"Capacity: {spec.model.name} ({spec.workload_label}), TTFT ≤ {spec.ttft_s:g} s, "
+                            f"TPOT ≤ {spec.atgt_s:g} s; each row under its cost model (* = best TP of its GPU type)",
                       title_justify="left")
-            for col in ("GPU type", "req/s", "TP", "GPUs", "≥ GPUs", "$/h", "status", "best-fit gap"):
-                t.add_column(col, justify="left" if col in ("GPU type", "status") else "right")
-            for row in pts[pts.best_config].sort_values(["rate", "usd_per_hour"]).itertuples():
-                t.add_row(row.gpu, fmt(row.rate), str(row.tensor_parallel), str(row.gpus), str(row.bound_gpus),
-                          f"{row.usd_per_hour:,.2f}", row.status, fmt_gap(row.best_fit_gap))
+            for col in ("GPU type", "TP", "req/s", "GPUs", "≥ GPUs", "$/h", "status", "best-fit gap", "cost model"):
+                t.add_column(col, justify="left" if col in ("GPU type", "status", "cost model") else "right")
+            for row in pts.sort_values(["rate", "usd_per_hour", "gpu", "tensor_parallel"]).itertuples():
+                src = sources.get((row.gpu, row.tensor_parallel))
+                t.add_row(row.gpu, f"{row.tensor_parallel}{'*' if row.best_config else ''}", fmt(row.rate),
+                          str(row.gpus), str(row.bound_gpus), f"{row.usd_per_hour:,.2f}", row.status,
+                          fmt_gap(row.best_fit_gap), "none found" if src is None else src.label)
             out.print(t)
             for line in answer_lines(result):
                 out.print(line)
+            for (name, degree), src in sources.items():
+                caveat = ("; its file calls it a lower bound on end-to-end time"
+                          if "lower bound" in src.provenance.lower() else "")
+                out.print(f"cost model {name} TP {degree}: {src.path} — {src.label}; {src.holdout_text()} "
+                          f"(fit vs its profiling data){caveat}")
         out.print(f"sweep: {result.summary.line()}")
-        out.print(f"report: {paths['report']}  points: {paths['csv']}, {paths['parquet']}")
+        if paths:
+            out.print(f"report: {paths['report']}  points: {paths['csv']}, {paths['parquet']}")
+        else:
+            out.print("report: not written (give --out DIR for report.html, points.csv/.parquet and a resumable sweep)")
     if result.failures:
         key, message = next(iter(result.failures.items()))
         raise PlannerError(f"{len(result.failures)} point(s) failed (first: {key}: {message}); "
-                           "the others are saved: re-run the same command with --force to retry the failed ones")
+                           + ("the others are saved: re-run the same command with --force to retry the failed ones"
+                              if out_dir is not None else "re-run with --out DIR to keep the finished points")
+                           + "".join(f"; not planned: {line}" for line in not_planned))
+
+
+def _cost_model_sources(spec, configurations) -> dict:
+    """(GPU, TP) → `CostModelSource` of every configuration swept, in sweep order."""
+    found = {}
+    for conf in configurations:
+        key = (conf.gpu, conf.tensor_parallel)
+        if key not in found:
+            src = spec.cost_model_source(*key)
+            if src is not None:
+                found[key] = src
+    return found
+
+
+def _not_planned(result) -> list[str]:
+    """One line per GPU type that cannot be planned at all, and per TP degree left out, with the reason."""
+    planned = {c.gpu for c in result.configurations}
+    lines = []
+    by_gpu: dict[str, list] = {}
+    for e in result.excluded:
+        by_gpu.setdefault(e.gpu, []).append(e)
+    for name, items in by_gpu.items():
+        reasons = "; ".join(f"TP {e.tensor_parallel}: {e.reason}" for e in items)
+        if name in planned:
+            lines.append(f"{name} {reasons}")
+        else:
+            lines.append(f"{name} (no TP degree can serve it): {reasons}")
+    return lines
 
 
 def compare_all_cmd(

@@ -63,14 +63,22 @@ def find_cost_model(
     kind: str, model: str, gpu: str, tensor_parallel: int, models_dir: Path | str | None = None
 ) -> AladdinCostModel | BilinearCostModel | None:
     """The shipped/fitted model file for this (model, GPU, TP), or None."""
+    path = find_cost_model_path(kind, model, gpu, tensor_parallel, models_dir)
+    return None if path is None else load_cost_model(path)
+
+
+def find_cost_model_path(
+    kind: str, model: str, gpu: str, tensor_parallel: int, models_dir: Path | str | None = None
+) -> Path | None:
+    """The path of the file `find_cost_model` reads for this (model, GPU, TP), or None."""
     root = Path(models_dir) if models_dir else default_models_dir()
     names = {model, canonical_model_name(model) or model}
     gpus = {gpu, canonical_gpu_name(gpu) or gpu}
-    for m in names:
-        for g in gpus:
+    for m in sorted(names):
+        for g in sorted(gpus):
             path = root / cost_model_filename(kind, m, g, tensor_parallel)
             if path.exists():
-                return load_cost_model(path)
+                return path
     return None
 
 
