@@ -11,6 +11,7 @@ import pytest
 from planner.catalog import find_gpu, find_model
 from planner.core.types import Request, SLOClass, SLOSet, WorkerConfig, Workload
 from planner.costmodels.models import AladdinCostModel
+from planner.errors import PlannerError
 from planner.placement.online import replay
 from planner.placement.problem import PlacementOptions
 from planner.placement.scaling import fit_eq7, workers_vs_rate
@@ -287,3 +288,12 @@ def test_workers_vs_rate_is_monotone(sharegpt, cost):
     assert fit.predict(2.0) >= 1 and fit.predict(4.0) >= fit.predict(1.0)
     assert 0.0 <= fit.r2 <= 1.0
     assert set(fit.to_dict()) >= {"k_w", "c_w", "r2", "points"}
+
+
+def test_workers_vs_rate_with_one_rate_measures_it_and_fits_no_line(sharegpt, cost):
+    fit = workers_vs_rate([1.0], dist=sharegpt, model=MODEL, worker=WORKER, cost=cost, slos=SLOS,
+                          duration_s=40, warmup_s=10, seed=0)
+    assert fit.k_w is None and fit.c_w is None and fit.r2 is None
+    assert fit.predict(1.0) == int(fit.table.workers.iloc[0]) >= 1
+    with pytest.raises(PlannerError, match="not fitted"):
+        fit.predict(2.0)

@@ -211,4 +211,7 @@ def scaling_cmd(
     for _, row in fit.table.iterrows():
         t.add_row(*[f"{row[c]:.4g}" if isinstance(row[c], float) else str(row[c]) for c in cols])
     out.print(t)
-    out.print(f"Eq. 7: N_w = ⌈{fit.k_w:.3f}·λ + {fit.c_w:.3f}⌉  (R² = {fit.r2:.3f})")
+    if fit.k_w is None:
+        out.print("Eq. 7: not fitted (it needs at least two distinct rates)")
+    else:
+        out.print(f"Eq. 7: N_w = ⌈{fit.k_w:.3f}·λ + {fit.c_w:.3f}⌉  (R² = {fit.r2:.3f})")

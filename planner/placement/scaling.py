@@ -44,11 +44,14 @@ from planner.workloads.streams import poisson_workload
 
 @dataclass(frozen=True)
 class ScalingFit:
-    """Eq. 7 fit: ``N_w(λ) = ⌈k_w·λ + c_w⌉`` with the per-rate measurements behind it."""
+    """Eq. 7 fit: ``N_w(λ) = ⌈k_w·λ + c_w⌉`` with the per-rate measurements behind it.
 
-    k_w: float  # workers per (req/s)
-    c_w: float  # workers
-    r2: float
+    With a single distinct rate there is no line to fit: ``k_w``, ``c_w`` and ``r2`` are None and
+    `predict` answers only that rate (its measured worker count)."""
+
+    k_w: float | None  # workers per (req/s)
+    c_w: float | None  # workers
+    r2: float | None
     table: pd.DataFrame  # one row per rate
     tensor_parallel: int
     heartbeat_s: float
@@ -56,6 +59,11 @@ class ScalingFit:
 
     def predict(self, rate: float) -> int:
         """Workers for arrival rate ``rate`` (req/s): ``max(1, ⌈k_w·λ + c_w⌉)``."""
+        if self.k_w is None or self.c_w is None:
+            measured = self.table.loc[self.table.rate == float(rate), "workers"]
+            if measured.empty:
+                raise PlannerError(f"Eq. 7 was not fitted (one rate only); no prediction for rate {rate:g}")
+            return int(measured.iloc[0])
         return max(1, math.ceil(self.k_w * rate + self.c_w - 1e-9))
 
     def predict_gpus(self, rate: float) -> int:
@@ -149,5 +157,7 @@ def workers_vs_rate(
         })
         results.append(res)
     table = pd.DataFrame(rows)
-    k_w, c_w, r2 = fit_eq7(table.rate, table.workers)
+    k_w = c_w = r2 = None
+    if table.rate.nunique() >= 2:
+        k_w, c_w, r2 = fit_eq7(table.rate, table.workers)
     return ScalingFit(k_w, c_w, r2, table, worker.tensor_parallel, heartbeat_s, tuple(results))
