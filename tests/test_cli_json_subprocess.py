@@ -69,6 +69,7 @@ CASES: dict[str, tuple[list[str], object]] = {
     "compare routing": (["compare", "routing", "instances/routing/llama3-8b-v100-small.yaml", "--time-limit", "2"], None),
     "compare all": (["compare", "all"], lambda tmp: [str(_compare_all_dir(tmp))]),
     "simulate batching": (["simulate", "batching", "instances/batching/tiny3.yaml"], None),
+    "simulate fleet": (["simulate", "fleet", "--rate", "2", "--duration", "30", "--workers", "2"], None),
     "simulate queueing": (["simulate", "queueing", "instances/queueing/trace-n60.yaml", "--policy", "qlm",
                           "--time-limit", "1"], None),
     "plan cost": (["plan", "cost", "instances/deployment/cost-overload.yaml"], None),

@@ -20,6 +20,7 @@ from rich.markup import escape
 
 from planner import __version__
 from planner.cli import fit as fit_cli
+from planner.cli import fleet as fleet_cli
 from planner.cli import online as online_cli
 from planner.cli import placement as placement_cli
 from planner.cli import workload as workload_cli
@@ -55,6 +56,7 @@ app.command("worker-config")(placement_cli.worker_config_cmd)
 app.command("fit")(fit_cli.fit_cmd)
 app.command("replay")(online_cli.replay_cmd)
 app.command("scaling")(online_cli.scaling_cmd)
+simulate_app.command("fleet")(fleet_cli.simulate_fleet_cmd)
 
 GROUPS = CommandGroups(app=app, solve=solve_app, compare=compare_app, generate=generate_app,
                        simulate=simulate_app, plan=plan_app)
