@@ -30,6 +30,7 @@ rates: [1, 2, 3, 4]
 gpus:
   - {type: A100-80GB-SXM, price_per_hour: 1.8, tensor_parallel: [2, 4]}
   - {type: H100-80GB-SXM, price_per_hour: 3.0, tensor_parallel: best}
+simulation: {duration_s: 600}
 solve: {time_limit_s: 5, exact_max_requests: 80, seed: 1}
 """
 
@@ -70,7 +71,7 @@ def test_end_to_end_writes_html_csv_parquet_with_the_expected_columns(small_run)
     code, _, out = small_run
     assert code == 0
     html = (out / "report.html").read_text()
-    assert html.count("src='data:image/png;base64,") == 3  # GPUs vs rate, cost vs rate, heuristic gap
+    assert html.count("src='data:image/png;base64,") == 3  # GPUs vs rate, cost vs rate, percentiles vs fleet size
     assert "<img" in html and "http" not in html.split("<body>")[1].split("Generated")[0]  # self-contained
     csv = pd.read_csv(out / "points.csv")
     assert tuple(csv.columns) == POINT_COLUMNS
@@ -96,8 +97,12 @@ def test_gpu_counts_are_monotone_in_rate_and_bounds_hold(small_run):
     assert (csv.gpus == csv.workers * csv.tensor_parallel).all()
     # $/h = GPUs × price: e.g. 4 A100 GPUs × $1.8 = $7.2
     assert (csv.usd_per_hour - csv.gpus * csv.price_per_gpu_hour).abs().max() < 1e-9
-    assert all(g == f"no plan can do it with fewer than {b} GPUs" for g, b in zip(csv.guarantee, csv.bound_gpus))
-    assert (csv.best_fit_workers >= csv.bound_workers).all()
+    assert all(f"with fewer than {b} GPUs under cost model Llama-2-70B / {gpu} / TP {tp}" in g
+               for g, b, gpu, tp in zip(csv.guarantee, csv.bound_gpus, csv.gpu, csv.tensor_parallel))
+    assert ((csv.status == "optimal") == (csv.workers == csv.bound_workers)).all()
+    # the snapshot placement keeps its own proven bound
+    assert (csv.snapshot_bound_gpus <= csv.snapshot_gpus).all()
+    assert csv.snapshot_status.isin(["optimal", "feasible"]).all()
 
 
 def test_rerun_skips_every_finished_point(small_run, monkeypatch, capsys):
@@ -164,15 +169,15 @@ def test_json_follows_the_solver_contract(small_run, monkeypatch, capsys):
     assert len(points) == 12 and data["failures"] == {}
     for p in points:
         assert set(POINT_COLUMNS) <= set(p)
-        assert p["solver"] in ("highs", "heuristic")
-        # The validator recounts the workers of the kept plan: its objective is the point's worker count.
+        assert p["solver"] == "fleet-simulation"
+        # The criterion is recounted from the per-request times: its objective is the point's worker count.
         assert p["validation"]["feasible"] is True and p["validation"]["violations"] == []
         assert p["validation"]["objective"] == p["workers"]
         assert math.isclose(p["gap"], abs(p["workers"] - p["bound_workers"]) / p["workers"])
         assert (p["gap"] == 0) == (p["status"] == "optimal")
         assert p["solve_seconds"] == p["seconds"] >= 0
     assert data["status"] == ("optimal" if all(p["status"] == "optimal" for p in points) else "feasible")
-    assert data["solver"] == "+".join(sorted({p["solver"] for p in points}))
+    assert data["solver"] == "fleet-simulation"
     assert math.isclose(data["solve_seconds"], sum(p["seconds"] for p in points), abs_tol=1e-3)
     # Headline: the cheapest configuration at the highest rate, and the lowest $/h any swept one could reach.
     top = max(p["rate"] for p in points)
@@ -224,8 +229,8 @@ def test_json_status_names_partial_failed_and_rejected_plans(small_run):
         f"{row.gpu} TP{row.tensor_parallel} at {row.rate:g} req/s: worker 0")
 
 
-def test_results_stored_without_the_new_fields_still_load(small_run):
-    """A results database written before points carried solver / validation loads; the verdict is re-checked."""
+def test_snapshots_stored_without_solver_and_verdict_still_load(small_run):
+    """A snapshot stored without solver / validation loads; the verdict is re-checked by the validator."""
     from planner.sweep.store import ResultsStore
 
     _, scenario_path, out = small_run
@@ -233,12 +238,13 @@ def test_results_stored_without_the_new_fields_still_load(small_run):
     configs, _, _ = configurations(scenario)
     params = {p.key: p.params for p in build_points(scenario, configs)}
     stored = ResultsStore(out / DB_NAME, scenario.fingerprint()).results()
-    assert all("validation" in r and "solver" in r for r in stored.values())
-    old = {k: {f: v for f, v in r.items() if f not in ("solver", "validation")} for k, r in stored.items()}
+    assert all("validation" in r["snapshot"] and "solver" in r["snapshot"] for r in stored.values())
+    old = {k: {**r, "snapshot": {f: v for f, v in r["snapshot"].items() if f not in ("solver", "validation")}}
+           for k, r in stored.items()}
     new_table, _ = analyse(stored, params, configs)
     old_table, _ = analyse(old, params, configs)
     pd.testing.assert_frame_equal(old_table, new_table)
-    assert (old_table.validation.map(lambda v: v["objective"]) == old_table.workers).all()
+    assert (old_table.snapshot_validation.map(lambda v: v["objective"]) == old_table.snapshot_workers).all()
 
 
 def test_snapshots_are_nested_across_rates():
@@ -249,16 +255,16 @@ def test_snapshots_are_nested_across_rates():
     assert all(high[k] == r for k, r in low.items())  # same request, same state, in both snapshots
 
 
-def test_point_plan_passes_the_validator_and_counts_agree(tmp_path):
+def test_point_snapshot_plan_passes_the_validator_and_counts_agree(tmp_path):
     scenario = load_scenario(_write(tmp_path, SMALL))
     configs, _, _ = configurations(scenario)
     point = build_points(scenario, configs)[2]  # A100 TP 2 at 3 req/s
-    result = solve_capacity_point(point.params)
+    result = solve_capacity_point(point.params)["snapshot"]
     problem = point_problem(point.params)
     ids = tuple(result["assignment"])
     report = validate_placement(problem, PlacementSolution(ids, tuple(result["assignment"][i] for i in ids), "x"))
     assert report.feasible
-    # The point carries the validator's verdict on its plan, and the engine that produced it.
+    # The snapshot carries the validator's verdict on its plan, and the engine that produced it.
     assert result["validation"] == report.to_dict()
     assert result["validation"]["objective"] == result["workers"]
     assert result["solver"] == ("highs" if result["method"] == "mip" else "heuristic")
@@ -267,47 +273,43 @@ def test_point_plan_passes_the_validator_and_counts_agree(tmp_path):
     assert set(ids) == {r.request_id for r in problem.requests}
 
 
-def test_a_worse_plan_at_a_lower_rate_is_replaced_by_the_restricted_higher_plan(tmp_path):
+def _one_config(tmp_path: Path):
     scenario = load_scenario(_write(tmp_path, SMALL.replace("tensor_parallel: [2, 4]", "tensor_parallel: [2]")
                                     .replace("  - {type: H100-80GB-SXM, price_per_hour: 3.0, tensor_parallel: best}\n", "")))
     configs, _, _ = configurations(scenario)
     points = {p.key: p.params for p in build_points(scenario, configs)}
-    results = {k: solve_capacity_point(v) for k, v in points.items()}
+    return configs, points, {k: solve_capacity_point(v) for k, v in points.items()}
+
+
+def test_a_worse_snapshot_at_a_lower_rate_is_replaced_by_the_restricted_higher_plan(tmp_path):
+    configs, points, results = _one_config(tmp_path)
     low_key = min(points, key=lambda k: points[k]["rate"])
-    # Replace the lowest rate's plan by a valid but wasteful one: one worker per request, not proven optimal.
-    wasteful = dict(results[low_key])
+    # Replace the lowest rate's snapshot plan by a valid but wasteful one: one worker per request, not proven optimal.
+    wasteful = dict(results[low_key]["snapshot"])
     ids = sorted(wasteful["assignment"])
     wasteful.update(assignment={r: k for k, r in enumerate(ids)}, workers=len(ids), status="feasible",
                     bound_workers=1)
-    results[low_key] = wasteful
+    results[low_key] = {**results[low_key], "snapshot": wasteful}
     table, _ = analyse(results, points, configs)
     row = table[table.rate == points[low_key]["rate"]].iloc[0]
     nxt = table.sort_values("rate").iloc[1]
-    assert row.plan_source == f"restricted from rate {nxt.rate:g}"
-    assert row.workers <= nxt.workers < len(ids)
-    # The restricted plan carries its own verdict (not the wasteful plan's) and the higher point's solver.
-    assert row.validation["feasible"] and row.validation["objective"] == row.workers != wasteful["workers"]
-    assert row.solver == nxt.solver
-    assert row.gap == abs(row.workers - row.bound_workers) / row.workers
-    assert table.sort_values("rate").workers.is_monotonic_increasing
+    assert row.snapshot_workers <= nxt.snapshot_workers < len(ids)
+    # The restricted plan carries its own verdict (not the wasteful plan's).
+    assert row.snapshot_validation["feasible"]
+    assert row.snapshot_validation["objective"] == row.snapshot_workers != wasteful["workers"]
+    assert table.sort_values("rate").snapshot_workers.is_monotonic_increasing
 
 
-def test_lower_bounds_carry_up_in_rate(tmp_path):
-    scenario = load_scenario(_write(tmp_path, SMALL.replace("tensor_parallel: [2, 4]", "tensor_parallel: [2]")
-                                    .replace("  - {type: H100-80GB-SXM, price_per_hour: 3.0, tensor_parallel: best}\n", "")))
-    configs, _, _ = configurations(scenario)
-    points = {p.key: p.params for p in build_points(scenario, configs)}
-    results = {k: solve_capacity_point(v) for k, v in points.items()}
+def test_snapshot_lower_bounds_carry_up_in_rate(tmp_path):
+    configs, points, results = _one_config(tmp_path)
     keys = sorted(points, key=lambda k: points[k]["rate"])
-    # Pretend the second rate proved only 1 worker: the first rate's proven bound still holds there.
-    weak = dict(results[keys[1]])
+    # Pretend the second rate's snapshot proved only 1 worker: the first rate's proven bound still holds there.
+    weak = dict(results[keys[1]]["snapshot"])
     weak.update(bound_workers=1, status="feasible")
-    results[keys[1]] = weak
+    results[keys[1]] = {**results[keys[1]], "snapshot": weak}
     table, _ = analyse(results, points, configs)
     first, second = table.sort_values("rate").iloc[:2].itertuples()
-    assert second.bound_workers == max(1, first.bound_workers)
-    if first.bound_workers > 1:
-        assert "proven at a lower rate" in second.bound_source
+    assert second.snapshot_bound_gpus == max(2, first.snapshot_bound_gpus)
 
 
 def test_shipped_scenario_loads_and_sweeps_two_gpu_types():
@@ -394,7 +396,7 @@ def test_workload_from_a_real_trace_file(shared_data, tmp_path):
     configs, _, _ = configurations(scenario)
     point = build_points(scenario, configs)[0]
     result = solve_capacity_point(point.params)
-    assert result["requests"] > 0 and result["bound_workers"] <= result["workers"]
+    assert result["measured_requests"] > 0 and result["bound_workers"] <= result["workers"]
     missing = text.replace(str(trace), str(tmp_path / "nope.csv"))
     from planner.errors import InputError
 

@@ -35,20 +35,23 @@ from planner.errors import PlannerError  # noqa: E402
 from planner.solver.outcome import relative_gap  # noqa: E402
 
 POINT_COLUMNS = (
-    "gpu", "tensor_parallel", "rate", "requests", "method", "status", "plan_source", "workers", "gpus",
-    "bound_workers", "bound_gpus", "bound_source", "guarantee", "best_fit_workers", "best_fit_gap",
-    "gap_reference", "price_per_gpu_hour", "usd_per_hour", "eq7_workers", "best_config", "seconds", "note",
+    "gpu", "tensor_parallel", "rate", "requests", "status", "workers", "gpus", "bound_workers", "bound_gpus",
+    "gap", "bound_binding", "steady_bound_gpus", "guarantee", "p_ttft_s", "p_tpot_s", "attainment", "utilisation",
+    "simulations", "answer_source", "snapshot_gpus", "snapshot_bound_gpus", "snapshot_status", "snapshot_method",
+    "best_fit_workers", "price_per_gpu_hour", "usd_per_hour", "eq7_workers", "best_config", "cost_model",
+    "cost_model_path", "seconds", "note",
 )
 
 #: ``--json`` points: the CSV columns plus the solver contract's per-point keys (`planner.capacity.run`).
-POINT_JSON_COLUMNS = POINT_COLUMNS + ("solver", "gap", "solve_seconds", "validation")
+POINT_JSON_COLUMNS = POINT_COLUMNS + ("solver", "solve_seconds", "validation", "snapshot_validation", "bound")
 
 #: Top-level ``status`` of ``planner capacity --json``.
 STATUSES = {
-    "optimal": "every point has a validated plan proven optimal for its snapshot",
-    "feasible": "every point has a validated plan, at least one not proven optimal (see its gap)",
-    "partial": "some points failed (re-run to retry them); the others have validated plans",
-    "failed": "no point has a validated plan",
+    "optimal": "every point's simulated answer equals its certified bound (proven fewest workers)",
+    "feasible": "every point has a simulated answer that meets the criterion, at least one above its bound "
+                "(see its gap)",
+    "partial": "some points failed (re-run to retry them); the others have simulated answers",
+    "failed": "no point has a simulated answer",
 }
 
 CSS = """
@@ -83,9 +86,13 @@ def plot_gpus(result: CapacityResult) -> str:
     fits = {(r.gpu, r.tensor_parallel): r for r in result.fits.itertuples()}
     for k, (label, frame) in enumerate(_series(result.points)):
         color = f"C{k}"
-        ax.plot(frame.rate, frame.gpus, "o-", color=color, label=f"{label}: plan")
+        ax.plot(frame.rate, frame.gpus, "o-", color=color, label=f"{label}: simulated answer ●")
         ax.fill_between(frame.rate, frame.bound_gpus, frame.gpus, color=color, alpha=0.15, step=None)
-        ax.plot(frame.rate, frame.bound_gpus, "v", color=color, alpha=0.7, markersize=5)
+        ax.plot(frame.rate, frame.bound_gpus, "v", color=color, alpha=0.7, markersize=5,
+                label=f"{label}: certified bound ▼")
+        snap = frame.snapshot_gpus.astype(float)
+        if snap.notna().any():
+            ax.plot(frame.rate, snap, "x", color=color, alpha=0.7, label=f"{label}: snapshot placement ×")
         fit = fits.get((frame.gpu.iloc[0], frame.tensor_parallel.iloc[0]))
         if fit is not None:
             xs = pd.Series(sorted(set(frame.rate)))
@@ -93,7 +100,7 @@ def plot_gpus(result: CapacityResult) -> str:
             ax.plot(xs, (fit.k_w * xs + fit.c_w) * tp, "--", color=color, alpha=0.6, linewidth=1)
     ax.set_xlabel("arrival rate (req/s)")
     ax.set_ylabel("GPUs")
-    ax.set_title("GPUs needed vs arrival rate (band: lower bound ▼ to plan ●; dashed: Eq. 7 fit)")
+    ax.set_title("GPUs vs arrival rate (band: certified bound ▼ to simulated answer ●; dashed: Eq. 7 fit)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
     return _png(fig)
@@ -102,29 +109,42 @@ def plot_gpus(result: CapacityResult) -> str:
 def plot_cost(result: CapacityResult) -> str:
     fig, ax = plt.subplots(figsize=(9, 4.2))
     for k, (label, frame) in enumerate(_series(result.points)):
-        ax.plot(frame.rate, frame.usd_per_hour, "o-", color=f"C{k}", label=label)
+        ax.plot(frame.rate, frame.usd_per_hour, "o-", color=f"C{k}", label=label, alpha=0.8)
+    front = result.points.groupby("rate").usd_per_hour.min().sort_index()
+    ax.plot(front.index, front.values, "k--", linewidth=1.5, label="cheapest at each rate (Pareto front)")
     ax.set_xlabel("arrival rate (req/s)")
     ax.set_ylabel("US$ per hour")
-    ax.set_title("Fleet cost vs arrival rate")
+    ax.set_title("Fleet cost vs arrival rate (simulated answers)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
     return _png(fig)
 
 
-def plot_gap(result: CapacityResult) -> str:
-    fig, ax = plt.subplots(figsize=(9, 3.8))
-    for k, (label, frame) in enumerate(_series(result.points)):
-        ax.plot(frame.rate, 100 * frame.best_fit_gap, "-", color=f"C{k}", label=label)
-        exact = frame.gap_reference == "optimum"
-        ax.plot(frame.rate[exact], 100 * frame.best_fit_gap[exact], "o", color=f"C{k}")
-        ax.plot(frame.rate[~exact], 100 * frame.best_fit_gap[~exact], "o", color=f"C{k}", markerfacecolor="white")
-    ax.set_xlabel("arrival rate (req/s)")
-    ax.set_ylabel("best-fit gap (%)")
-    ax.set_title("Best-fit vs the optimum (● filled) or vs the lower bound where no optimum is proven (○ hollow)",
-                 fontsize=10)
-    ax.set_ylim(bottom=-1)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left")
+def plot_percentiles(result: CapacityResult) -> str:
+    """P-th percentile TTFT and TPOT vs fleet size at the highest rate (every size the search simulated)."""
+    s = result.scenario
+    pct = s.percentile or 99.0
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    pts = result.points
+    top = pts[pts.rate == pts.rate.max()]
+    for k, row in enumerate(top.itertuples()):
+        curve = result.curves.get((row.gpu, row.tensor_parallel, row.rate), {})
+        if not curve:
+            continue
+        ns = sorted(int(n) for n in curve)
+        label = f"{row.gpu} TP{row.tensor_parallel}"
+        ax1.plot([n * row.tensor_parallel for n in ns], [curve[str(n)][0] for n in ns], "o-", color=f"C{k}", label=label)
+        ax2.plot([n * row.tensor_parallel for n in ns], [curve[str(n)][1] * 1000 for n in ns], "o-", color=f"C{k}",
+                 label=label)
+    ax1.axhline(s.ttft_s, color="k", linestyle=":", label=f"TTFT SLO {s.ttft_s:g} s")
+    ax2.axhline(s.atgt_s * 1000, color="k", linestyle=":", label=f"TPOT SLO {s.atgt_s * 1000:g} ms")
+    for ax, what in ((ax1, f"P{pct:g} TTFT (s)"), (ax2, f"P{pct:g} TPOT (ms)")):
+        ax.set_xlabel("GPUs (simulated fleet)")
+        ax.set_ylabel(what)
+        ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"Simulated percentiles vs fleet size at {top.rate.max():g} req/s" if not top.empty else "")
     return _png(fig)
 
 
@@ -138,7 +158,7 @@ def _table(frame: pd.DataFrame, columns: list[tuple[str, str]], best_col: str | 
         for i, (col, _) in enumerate(columns):
             value = row[col]
             if isinstance(value, float):
-                text = f"{value:.4g}" if col not in ("usd_per_hour", "best_fit_gap") else (
+                text = f"{value:.4g}" if col not in ("usd_per_hour", "gap") else (
                     f"{value:,.2f}" if col == "usd_per_hour" else f"{100 * value:.1f}%")
             else:
                 text = "-" if value is None else str(value)
@@ -163,8 +183,9 @@ def answer_lines(result: CapacityResult) -> list[str]:
         extra = "" if row is cheapest else f" ({row.usd_per_hour / cheapest.usd_per_hour - 1:+.0%} vs {cheapest.gpu})"
         lines.append(
             f"At {top:g} req/s: {row.gpus} × {row.gpu} (TP {row.tensor_parallel}, {row.workers} workers) "
-            f"for ${row.usd_per_hour:,.2f}/h{extra}; no plan can do it with fewer than {row.bound_gpus} GPUs "
-            f"({row.status})."
+            f"for ${row.usd_per_hour:,.2f}/h{extra}, simulated; no policy can do it with fewer than "
+            f"{row.bound_gpus} GPUs ({row.status}, gap {100 * row.gap:.0f} %) under cost model "
+            f"{Path(row.cost_model_path).name if row.cost_model_path else row.gpu} ({row.cost_model})."
         )
     return lines
 
@@ -177,18 +198,19 @@ def _valid(point: dict) -> bool:
 def json_summary(result: CapacityResult) -> dict:
     """The solver contract's top-level keys of ``planner capacity --json``.
 
-    * ``status``: see `STATUSES` (a point whose plan the validator rejects counts as failed).
+    * ``status``: see `STATUSES` (a point whose answer fails its criterion recount counts as failed).
     * ``objective``: the headline a capacity planner reads first, the fleet cost ($/h) of the
-      cheapest configuration at the highest rate; ``bound``: the lowest $/h any configuration swept
-      at that rate could reach (min over them of proven GPU lower bound × price), so no swept GPU
-      type / TP serves that rate for less; ``gap`` = |objective − bound| / objective.
+      cheapest configuration at the highest rate (simulated answer); ``bound``: the lowest $/h any
+      configuration swept at that rate could reach (min over them of certified GPU bound × price), so
+      no policy on a swept GPU type / TP serves that rate for less under its cost model;
+      ``gap`` = |objective − bound| / objective.
     * ``solve_seconds``: sum of the points' wall times (points resumed from the database included).
-    * ``solver``: the engines of the kept plans, sorted and joined by ``+`` (e.g. ``heuristic+highs``).
+    * ``solver``: ``fleet-simulation`` (the answers come from `planner.fleet`).
     * ``solution``: the recommended configuration (the cheapest one at the highest rate) with its
-      point's validator verdict, and the best configuration of every GPU type at that rate.
-    * ``validation``: the verdict over every finished point (feasible when every kept plan passes), its
-      ``objective`` the headline $/h recomputed from the validator's worker count, and the
-      violations of every point (``where`` prefixed by the point).
+      point's criterion recount, and the best configuration of every GPU type at that rate.
+    * ``validation``: the verdict over every finished point (feasible when every answer's criterion,
+      recounted from the per-request times, holds), its ``objective`` the headline $/h from the
+      recount's worker count, and the violations of every point (``where`` prefixed by the point).
     """
     pts = result.points
     rows = [] if pts.empty else pts.to_dict(orient="records")
@@ -225,7 +247,8 @@ def json_summary(result: CapacityResult) -> dict:
     cheapest = best[0]
     objective = float(cheapest["usd_per_hour"])
     bound = min(float(r["bound_gpus"] * r["price_per_gpu_hour"]) for r in at_top)
-    keys = ("gpu", "tensor_parallel", "workers", "gpus", "bound_workers", "bound_gpus", "usd_per_hour", "status")
+    keys = ("gpu", "tensor_parallel", "workers", "gpus", "bound_workers", "bound_gpus", "usd_per_hour", "status",
+            "cost_model")
     checked = cheapest["validation"]["objective"] * cheapest["tensor_parallel"] * cheapest["price_per_gpu_hour"]
     summary.update(
         objective=objective, bound=bound, gap=relative_gap(objective, bound),
@@ -245,8 +268,9 @@ def render_html(result: CapacityResult) -> str:
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Capacity plan: {html.escape(s.name)}</title>"
              f"<style>{CSS}</style></head><body>"]
     parts.append(f"<h1>Capacity plan: {html.escape(s.name)}</h1>")
-    parts.append(f"<p class='sub'>{html.escape(s.model.name)} · TTFT ≤ {s.ttft_s:g} s · ATGT ≤ {s.atgt_s * 1000:g} ms · "
-                 f"workload: {html.escape(s.workload_label)} · rates {', '.join(f'{r:g}' for r in s.rates)} req/s</p>")
+    parts.append(f"<p class='sub'>{html.escape(s.model.name)} · {html.escape(s.criterion_label)} · "
+                 f"workload: {html.escape(s.workload_label)} · rates {', '.join(f'{r:g}' for r in s.rates)} req/s · "
+                 f"simulated: {html.escape(s.scheduler)} engine, {html.escape(s.router)} router</p>")
     answers = answer_lines(result)
     if answers:
         parts.append("<div class='answer'>" + "<br>".join(html.escape(a) for a in answers) + "</div>")
@@ -261,10 +285,11 @@ def render_html(result: CapacityResult) -> str:
         parts.append("<h2>Best configuration per GPU type and rate</h2>")
         best = pts[pts.best_config].sort_values(["rate", "usd_per_hour"])
         parts.append(_table(best, [("gpu", "GPU type"), ("rate", "req/s"), ("tensor_parallel", "TP"),
-                                   ("workers", "workers"), ("gpus", "GPUs"), ("bound_gpus", "≥ GPUs (bound)"),
-                                   ("usd_per_hour", "$/h"), ("status", "status")]))
-        parts.append("<h2>Heuristic vs optimum</h2>")
-        parts.append(f"<img alt='best-fit gap' src='{plot_gap(result)}'>")
+                                   ("workers", "workers"), ("gpus", "GPUs (simulated)"), ("bound_gpus", "≥ GPUs (bound)"),
+                                   ("gap", "gap"), ("snapshot_gpus", "snapshot GPUs"),
+                                   ("usd_per_hour", "$/h"), ("status", "status"), ("cost_model", "cost model")]))
+        parts.append("<h2>Percentiles vs fleet size</h2>")
+        parts.append(f"<img alt='percentiles vs fleet size' src='{plot_percentiles(result)}'>")
     if not result.fits.empty:
         parts.append("<h2>Eq. 7: workers = ⌈k·λ + c⌉</h2>")
         fits = result.fits.copy()
@@ -288,21 +313,28 @@ def render_html(result: CapacityResult) -> str:
     if not pts.empty:
         parts.append("<h2>Every point</h2>")
         parts.append(_table(pts, [("gpu", "GPU type"), ("tensor_parallel", "TP"), ("rate", "req/s"),
-                                  ("requests", "requests"), ("method", "method"), ("status", "status"),
-                                  ("workers", "workers"), ("bound_workers", "≥ workers"), ("gpus", "GPUs"),
-                                  ("best_fit_workers", "best-fit"), ("best_fit_gap", "best-fit gap"),
+                                  ("requests", "measured requests"), ("status", "status"),
+                                  ("workers", "workers"), ("bound_workers", "≥ workers"), ("gap", "gap"),
+                                  ("bound_binding", "bound binds"), ("p_ttft_s", "P TTFT s"), ("p_tpot_s", "P TPOT s"),
+                                  ("attainment", "attainment"), ("utilisation", "utilisation"),
+                                  ("snapshot_workers", "snapshot workers"), ("snapshot_status", "snapshot"),
                                   ("usd_per_hour", "$/h"), ("seconds", "s")], best_col="best_config"))
     parts.append("<h2>How to read this</h2><ul class='small'>")
-    parts.append(f"<li>Load at each rate: the requests decoding at one instant in steady state ({html.escape(horizon_note(s))}); "
-                 "requests decode at the SLO pace. The snapshot of a lower rate is a subset of a higher rate's, so the true "
-                 "minimum is non-decreasing in the rate.</li>")
-    parts.append("<li>Plans come from the placement MIP (HiGHS, time limit "
-                 f"{s.time_limit_s:g} s) for snapshots of at most {s.exact_max_requests} requests, else from best-fit; every plan "
-                 "passes the placement family's independent validator. 'optimal' = the plan meets a proven lower bound.</li>")
-    parts.append("<li>Guarantee: the bound is the solver's dual bound or the combinatorial lower bound (ATGT/KV volume, "
-                 "Martello–Toth L2); no placement of the snapshot can use fewer workers.</li>")
-    parts.append("<li>GPUs = workers × TP; $/h = GPUs × the scenario's price per GPU-hour. TTFT is checked per "
-                 "configuration (one prefill of the p99 prompt), not per snapshot.</li>")
+    parts.append(f"<li>Answer: the fewest workers whose simulated fleet meets the criterion ({html.escape(s.criterion_label)}) "
+                 f"on a seeded Poisson stream of {s.window_s:g} s (requests arriving in the first {s.warmup_s:g} s are not "
+                 f"measured): planner.fleet, every worker running the {html.escape(s.scheduler)} preset of the batching family "
+                 f"(KV limit, preemption), requests routed by {html.escape(s.router)}. Every rate thins one master stream, so "
+                 "a lower rate's requests are a subset of a higher rate's.</li>")
+    parts.append("<li>Bound: planner.capacity.bound on the same measured requests — no scheduling policy on fewer workers "
+                 "serves them meeting the criterion under the cost model (prefill work within TTFT windows, decode work, "
+                 "decode iterations from the TPOT budget and the KV limit). 'optimal' = the answer equals the bound. "
+                 "The bound also covers policies the simulator does not run (e.g. disaggregated prefill), so a gap is "
+                 "expected where prefills stall decodes.</li>")
+    parts.append(f"<li>Snapshot: Aladdin's decode-only placement of the requests decoding at one instant "
+                 f"({html.escape(horizon_note(s))}), placement MIP (time limit {s.time_limit_s:g} s) or best-fit; shown "
+                 "for comparison, it is not a fleet answer (it ignores prefill work and interference).</li>")
+    parts.append("<li>GPUs = workers × TP; $/h = GPUs × the scenario's price per GPU-hour. Every number is relative to "
+                 "the named cost model.</li>")
     parts.append(f"<li>Sweep: {html.escape(result.summary.line())}.</li></ul>")
     parts.append(f"<p class='small'>Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC} by planner capacity from "
                  f"{html.escape(s.source)}.</p></body></html>")

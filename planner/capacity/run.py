@@ -7,25 +7,28 @@ skipped, with its reason in the report, when no Aladdin cost model is fitted for
 do not fit, the ATGT SLO is below the un-batched decode iteration, or one prefill of the
 workload's 99th-percentile input already exceeds the TTFT SLO.
 
-Analysis of the finished points, per (GPU type, TP) series in rate order:
+Analysis of the finished points, per (GPU type, TP) series in rate order
+(`planner.capacity.points` computes each point: simulated answer, certified bound, snapshot):
 
-* **Monotone plans, honestly.**  The snapshot at a lower rate is a subset of the one at a higher
-  rate (`planner.capacity.points`).  When a point's own plan (time-limited MIP or best-fit) uses
-  more workers than the plan of the next higher rate restricted to its requests, the restricted
-  plan is used instead — it is a real plan, re-checked by the placement family's independent
-  validator (``plan_source`` says so).  Optimal points are never replaced (the restriction cannot
-  beat an optimum).
-* **Bounds.**  The optimum is non-decreasing in the rate, so a lower bound proven at rate λ holds
-  at every λ' > λ: ``bound_workers`` is the largest bound proven at or below the rate.
+* **Monotone answers, honestly.**  A lower rate's stream is a subset of a higher rate's (common
+  random numbers).  When a lower rate's answer exceeds a higher rate's, the lower rate's stream is
+  simulated on the higher rate's fleet; if it meets the criterion that fleet becomes the answer
+  (``answer_source`` says so), else the point keeps its own and its ``note`` says so.
+* **Bound ≤ answer, loudly.**  An answer below its certified bound raises `BoundViolation` (a
+  defect, never a result); the search itself simulates the fleet one below the bound.
+* **Status.**  ``optimal`` when the answer equals the bound (no policy does it with fewer workers
+  under the cost model), else ``simulated``; ``gap`` = (answer − bound) / answer.
+* **Snapshot plans** (when solved) keep their own rules: a snapshot plan that uses more workers than
+  the next higher rate's plan restricted to its requests is replaced by that restriction (a real
+  plan, re-checked by the placement validator), and snapshot bounds carry upwards in rate.
 * **Eq. 7** ``N_w = ⌈k·λ + c⌉`` is fitted by least squares (`planner.placement.scaling.fit_eq7`) to
-  each series with at least two distinct rates.
+  each series of answers with at least two distinct rates.
 * **$/h** = GPUs × price per GPU-hour; the best configuration of a GPU type at a rate is its TP
   degree with the fewest GPUs (ties: the smaller degree).
-* **Per point, for ``--json``** (not in the CSV/Parquet columns): ``solver`` of the kept plan,
-  ``gap`` = |workers − bound_workers| / workers, ``solve_seconds`` (the point's wall time) and
-  ``validation``, the independent validator's verdict on the kept plan (re-checked when the plan
-  is a restriction).  Results stored by an older version lack ``solver`` and ``validation``: the
-  solver follows from the method (the MIP is always HiGHS), and the stored plan is re-validated.
+* **Per point, for ``--json``**: ``solver`` (``fleet-simulation``), ``validation`` (the criterion
+  recounted from the per-request times, `criterion_check`), ``bound`` (the certified bound with its
+  terms, assumptions and ``relative_to``), ``snapshot_validation`` (the placement validator's verdict
+  on the snapshot plan) and ``solve_seconds``.
 """
 
 from __future__ import annotations
@@ -38,7 +41,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from planner.capacity.points import master_horizon_s, point_problem, solve_capacity_point
+from planner.capacity.points import (
+    BoundViolation,
+    criterion_check,
+    master_horizon_s,
+    meets,
+    point_problem,
+    simulate_point,
+    solve_capacity_point,
+)
 from planner.capacity.scenario import Scenario
 from planner.costmodels.files import find_cost_model
 from planner.costmodels.models import AladdinCostModel
@@ -78,6 +89,8 @@ class CapacityResult:
     eq6: dict[str, WorkerConfigReport]
     summary: SweepSummary
     failures: dict[str, str] = field(default_factory=dict)
+    #: (gpu, tensor_parallel, rate) → {workers: [P-th TTFT, P-th TPOT]} of every fleet size simulated
+    curves: dict[tuple[str, int, float], dict[str, list[float]]] = field(default_factory=dict)
 
 
 def p99_input(scenario: Scenario) -> float:
@@ -146,12 +159,21 @@ def build_points(scenario: Scenario, configs: list[Configuration]) -> list[Sweep
         "kv_headroom": scenario.kv_headroom,
         "exact_max_requests": scenario.exact_max_requests,
         "time_limit_s": scenario.time_limit_s,
+        "percentile": scenario.percentile,
+        "attainment": scenario.attainment,
+        "router": scenario.router,
+        "scheduler": scenario.scheduler,
+        "window_s": scenario.window_s,
+        "warmup_s": scenario.warmup_s,
+        "snapshot": scenario.snapshot,
     }
     points = []
     for conf in configs:
+        source = scenario.cost_model_source(conf.gpu, conf.tensor_parallel)
         for rate in scenario.rates:
             params = {**common, "gpu": gpus[conf.gpu].model_dump(mode="json"), "tensor_parallel": conf.tensor_parallel,
-                      "cost_model": conf.cost.model_dump(mode="json"), "rate": rate}
+                      "cost_model": conf.cost.model_dump(mode="json"), "rate": rate,
+                      "cost_model_path": source.path if source is not None else None}
             points.append(SweepPoint(point_key(conf.gpu, conf.tensor_parallel, rate), params))
     return points
 
@@ -178,7 +200,15 @@ def run_capacity(
                                  address=address, progress=progress, description="capacity points")
     params = {p.key: p.params for p in points}
     table, fits = analyse(results, params, configs)
-    return CapacityResult(scenario, table, fits, configs, excluded, eq6, summary, dict(summary.failures))
+    if not table.empty:
+        sources = {(c.gpu, c.tensor_parallel): scenario.cost_model_source(c.gpu, c.tensor_parallel) for c in configs}
+        table["cost_model"] = [getattr(sources.get((g, t)), "label", None) or "unknown"
+                               for g, t in zip(table.gpu, table.tensor_parallel)]
+        table["cost_model_path"] = [getattr(sources.get((g, t)), "path", None)
+                                    for g, t in zip(table.gpu, table.tensor_parallel)]
+    curves = {(params[k]["gpu"]["name"], params[k]["tensor_parallel"], params[k]["rate"]): dict(r.get("curve", {}))
+              for k, r in results.items()}
+    return CapacityResult(scenario, table, fits, configs, excluded, eq6, summary, dict(summary.failures), curves)
 
 
 def _restrict(assignment: dict[str, int], request_ids: list[str]) -> PlacementSolution:
@@ -199,9 +229,66 @@ def _validate_stored(params: dict[str, Any], plan: dict[str, Any]) -> dict[str, 
     return validate_placement(problem, solution).to_dict()
 
 
+def _snapshot_series(series: list[tuple[float, str]], snaps: dict[str, dict[str, Any]],
+                     params: dict[str, dict[str, Any]]) -> None:
+    """Snapshot plans of one configuration, in place: monotone plans by restriction, bounds carried up
+    (module docstring); the snapshot at λ is a subset of the one at λ' > λ."""
+    keys = [k for _, k in series if k in snaps]
+    for p in snaps.values():
+        p["plan_source"] = "own"
+        p["solver"] = p.get("solver") or ("highs" if p["method"] == "mip" else "heuristic")
+    for higher, key in zip(reversed(keys), list(reversed(keys))[1:]):
+        own, above = snaps[key], snaps[higher]
+        restricted = _restrict(above["assignment"], sorted(own["assignment"]))
+        if own["status"] != "optimal" and restricted.workers_used < own["workers"]:
+            report = validate_placement(point_problem(params[key]), restricted)
+            if report.feasible:
+                own.update(workers=restricted.workers_used, assignment=restricted.worker_of(),
+                           plan_source=f"restricted from rate {above['rate']:g}", solver=above["solver"],
+                           validation=report.to_dict(),
+                           status="optimal" if restricted.workers_used <= own["bound_workers"] else "feasible")
+    for key in keys:
+        if snaps[key].get("validation") is None:
+            snaps[key]["validation"] = _validate_stored(params[key], snaps[key])
+    carried, source = 0, ""
+    for key in keys:
+        p = snaps[key]
+        if p["bound_workers"] >= carried:
+            carried, source = p["bound_workers"], p["bound_source"]
+        else:
+            p["bound_workers"], p["bound_source"] = carried, f"{source} (proven at a lower rate)"
+        if p["workers"] <= p["bound_workers"]:
+            p["status"] = "optimal"
+
+
+def _monotone_answers(series: list[tuple[float, str]], points: dict[str, dict[str, Any]],
+                      params: dict[str, dict[str, Any]]) -> None:
+    """Answers never fall as the rate rises: when a lower rate's answer exceeds a higher rate's, the lower
+    rate's stream (a subset, common random numbers) is simulated on the higher rate's fleet; if that
+    meets the criterion it becomes the answer (``answer_source`` says so), else the point keeps its
+    answer and its ``note`` says the curve is not monotone there."""
+    for (_, higher), (_, key) in zip(reversed(series), list(reversed(series))[1:]):
+        own, above = points[key], points[higher]
+        if own["workers"] <= above["workers"]:
+            continue
+        result = simulate_point(params[key], above["workers"])
+        if meets(params[key], result):
+            pct = params[key]["percentile"] or 99.0
+            warm = params[key]["warmup_s"]
+            own.update(workers=above["workers"], answer_source=f"fleet of rate {above['rate']:g} re-simulated",
+                       p_ttft_s=float(result.percentile("ttft_s", pct, warm)),
+                       p_tpot_s=float(result.percentile("tpot_s", pct, warm)),
+                       attainment=float(result.attainment(warmup_s=warm)),
+                       utilisation=float(np.mean(result.utilisation)),
+                       check=criterion_check(params[key], result, above["workers"]))
+        else:
+            own["note"] = (own.get("note", "") + f" not monotone: {above['workers']} workers meet the criterion at "
+                           f"{above['rate']:g} req/s but not at {own['rate']:g} req/s").strip()
+
+
 def analyse(results: dict[str, Any], params: dict[str, dict[str, Any]],
             configs: list[Configuration]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Point table (monotone plans, carried bounds, $/h, gaps) and Eq. 7 fits (module docstring)."""
+    """Point table (answers, bounds, snapshot, $/h, gaps) and Eq. 7 fits of the answers (module docstring)."""
     rows: list[dict[str, Any]] = []
     fits: list[dict[str, Any]] = []
     for conf in configs:
@@ -209,67 +296,58 @@ def analyse(results: dict[str, Any], params: dict[str, dict[str, Any]],
                         if params[k]["gpu"]["name"] == conf.gpu and params[k]["tensor_parallel"] == conf.tensor_parallel)
         if not series:
             continue
-        plans = {k: dict(results[k]) for _, k in series}
-        for p in plans.values():
-            p["plan_source"] = "own"
-            p["solver"] = p.get("solver") or ("highs" if p["method"] == "mip" else "heuristic")
-        # Monotone plans: descending rates, restrict the next higher rate's final plan.
-        for (_, higher), (rate, key) in zip(reversed(series), list(reversed(series))[1:]):
-            own, above = plans[key], plans[higher]
-            ids = sorted(own["assignment"])
-            restricted = _restrict(above["assignment"], ids)
-            if own["status"] != "optimal" and restricted.workers_used < own["workers"]:
-                problem = point_problem(params[key])
-                report = validate_placement(problem, restricted)
-                if report.feasible:
-                    own.update(workers=restricted.workers_used, assignment=restricted.worker_of(),
-                               plan_source=f"restricted from rate {above['rate']:g}",
-                               solver=above["solver"], validation=report.to_dict(),
-                               status="optimal" if restricted.workers_used <= own["bound_workers"] else "feasible")
-        # Results stored before points carried the validator's verdict: re-check the stored plan.
-        for _, key in series:
-            if plans[key].get("validation") is None:
-                plans[key]["validation"] = _validate_stored(params[key], plans[key])
-        # Bounds carry upwards in rate.
-        carried, source = 0, ""
-        for rate, key in series:
-            p = plans[key]
-            if p["bound_workers"] >= carried:
-                carried, source = p["bound_workers"], p["bound_source"]
-            else:
-                p["bound_workers"], p["bound_source"] = carried, f"{source} (proven at a lower rate)"
-            if p["workers"] <= p["bound_workers"]:
-                p["status"] = "optimal"
+        points = {k: dict(results[k]) for _, k in series}
+        for p in points.values():
+            p.setdefault("answer_source", "own search")
+            p.setdefault("note", "")
+        _monotone_answers(series, points, params)
+        snaps = {k: dict(p["snapshot"]) for k, p in points.items()
+                 if isinstance(p.get("snapshot"), dict) and "workers" in p["snapshot"]}
+        _snapshot_series(series, snaps, params)
         rates = [r for r, _ in series]
-        workers = [plans[k]["workers"] for _, k in series]
+        workers = [points[k]["workers"] for _, k in series]
         fit = None
         if len(set(rates)) >= 2:
             k_w, c_w, r2 = fit_eq7(rates, workers)
             fit = (k_w, c_w)
             fits.append({"gpu": conf.gpu, "tensor_parallel": conf.tensor_parallel, "k_w": k_w, "c_w": c_w, "r2": r2})
         for rate, key in series:
-            p = plans[key]
+            p = points[key]
             tp = conf.tensor_parallel
-            reference = p["workers"] if p["status"] == "optimal" else p["bound_workers"]
-            bf = p["best_fit_workers"]
+            snap = snaps.get(key)
+            snap_error = (p.get("snapshot") or {}).get("error") if isinstance(p.get("snapshot"), dict) else None
+            bound = p["bound"]
+            if p["workers"] < p["bound_workers"]:
+                raise BoundViolation(f"{conf.gpu} TP {tp} at {rate:g} req/s: answer {p['workers']} workers is below "
+                                     f"the certified bound {p['bound_workers']}; please report this")
             rows.append({
-                "gpu": conf.gpu, "tensor_parallel": tp, "rate": rate, "requests": p["requests"],
-                "method": p["method"], "status": p["status"], "plan_source": p["plan_source"],
+                "gpu": conf.gpu, "tensor_parallel": tp, "rate": rate, "requests": p["measured_requests"],
+                "status": "optimal" if p["workers"] <= p["bound_workers"] else "simulated",
                 "workers": p["workers"], "gpus": p["workers"] * tp,
                 "bound_workers": p["bound_workers"], "bound_gpus": p["bound_workers"] * tp,
-                "bound_source": p["bound_source"],
-                "guarantee": f"no plan can do it with fewer than {p['bound_workers'] * tp} GPUs",
-                "best_fit_workers": bf,
-                "best_fit_gap": (bf - reference) / max(bf, reference, 1),
-                "gap_reference": "optimum" if p["status"] == "optimal" else "lower bound",
+                "bound_binding": p["bound_binding"],
+                "steady_bound_gpus": None if p["steady_bound_workers"] is None else p["steady_bound_workers"] * tp,
+                "gap": relative_gap(p["workers"], p["bound_workers"]),
+                "guarantee": (f"no policy serves these {p['measured_requests']} requests meeting the criterion with "
+                              f"fewer than {p['bound_workers'] * tp} GPUs {bound['relative_to']}"),
+                "p_ttft_s": p["p_ttft_s"], "p_tpot_s": p["p_tpot_s"], "attainment": p["attainment"],
+                "utilisation": p["utilisation"], "simulations": len(p["tried"]),
+                "answer_source": p["answer_source"],
+                "snapshot_workers": snap["workers"] if snap else None,
+                "snapshot_gpus": snap["workers"] * tp if snap else None,
+                "snapshot_bound_gpus": snap["bound_workers"] * tp if snap else None,
+                "snapshot_status": snap["status"] if snap else ("error" if snap_error else "not solved"),
+                "snapshot_method": snap["method"] if snap else None,
+                "best_fit_workers": snap["best_fit_workers"] if snap else None,
                 "price_per_gpu_hour": conf.price_per_hour,
                 "usd_per_hour": p["workers"] * tp * conf.price_per_hour,
                 "eq7_workers": max(1, math.ceil(fit[0] * rate + fit[1] - 1e-9)) if fit else None,
-                "seconds": p["seconds"], "note": p["note"],
-                "solver": p["solver"],
-                "gap": None if p["bound_workers"] is None else relative_gap(p["workers"], p["bound_workers"]),
+                "seconds": p["seconds"], "note": (p["note"] + (f" snapshot: {snap_error}" if snap_error else "")).strip(),
+                "solver": "fleet-simulation",
                 "solve_seconds": p["seconds"],
-                "validation": p["validation"],
+                "validation": p["check"],
+                "snapshot_validation": snap["validation"] if snap else None,
+                "bound": bound,
             })
     table = pd.DataFrame(rows)
     if not table.empty:

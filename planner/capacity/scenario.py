@@ -14,6 +14,7 @@ gpus:
   - {type: H100-80GB-SXM, price_per_hour: 3.20, tensor_parallel: best}   # best = Eqs. 5–6 choice
   - {type: H100-80GB-SXM, price_per_hour: 3.20, tensor_parallel: all}    # every degree with a cost model
 placement: {strictness: 0.5, kv_headroom: 1.0}
+simulation: {router: jsq, scheduler: vllm, duration_s: null, warmup_s: null, snapshot: true}
 solve: {time_limit_s: 10, exact_max_requests: 400, seed: 0}
 ```
 
@@ -43,6 +44,15 @@ in [start_s, start_s + duration_s) seconds after the trace's first request (form
 timestamps: azure, mooncake); the window is kept on the `Scenario` (``trace``) for trace replay.
 ``isl``/``osl`` give the degenerate distribution where every request has exactly those lengths
 (``isl + osl`` must fit the model's context).
+
+Simulation (`planner.capacity.points`).  A fleet size is checked by simulating it: ``router`` (jsq,
+round_robin, least_kv, aladdin) in front of workers running the ``scheduler`` preset of the batching
+family (default ``vllm``: whole prefill batches and decode iterations, the two batch kinds the
+Aladdin cost model was fitted on; a hybrid Sarathi batch would pay both fixed costs c1 + c2).  The
+simulated stream covers ``duration_s`` seconds of arrivals (default: long enough for
+`MIN_MEASURED_REQUESTS` measured requests at the lowest rate, at least 300 s); requests arriving in
+the first ``warmup_s`` (default 10 % of the window) are simulated but not measured.  ``snapshot``
+also solves Aladdin's steady-state snapshot placement, shown beside the answer.
 
 Prices: the GPU catalog deliberately has none, so ``price_per_hour`` (US$ per GPU-hour) is
 required unless the catalog entry carries one (the report ranks configurations by $/h).  Cost
@@ -202,6 +212,23 @@ class ScenarioPlacement(_Strict):
     kv_headroom: Annotated[float, NotBool, Finite, Field(gt=0.0, le=1.0)] = 1.0
 
 
+#: Routers and engine presets the fleet simulation accepts (planner.fleet).
+SIM_ROUTERS = ("jsq", "round_robin", "least_kv", "aladdin")
+SIM_SCHEDULERS = ("vllm", "sarathi", "sarathi-pc", "sarathi-nocp", "vllm-hy", "sarathi-nohy")
+
+
+class ScenarioSimulation(_Strict):
+    """The fleet simulation that checks a fleet size (`planner.capacity.points`)."""
+
+    router: Literal["jsq", "round_robin", "least_kv", "aladdin"] = "jsq"
+    # vLLM's default engine runs whole prefill batches and decode iterations, the two batch kinds the
+    # Aladdin cost model (Eqs. 2-3) was fitted on; a hybrid (Sarathi) batch would pay both fixed costs.
+    scheduler: Literal["vllm", "sarathi", "sarathi-pc", "sarathi-nocp", "vllm-hy", "sarathi-nohy"] = "vllm"
+    duration_s: PositiveNumber | None = None  # arrival window; default: ≥ 2,000 measured requests at the lowest rate
+    warmup_s: Annotated[float, NotBool, Finite, Field(ge=0)] | None = None  # default: 10 % of the window
+    snapshot: bool = True  # also solve Aladdin's steady-state snapshot placement (shown beside the answer)
+
+
 class ScenarioSolve(_Strict):
     time_limit_s: PositiveNumber = 10.0
     exact_max_requests: Annotated[int, NotBool, Field(ge=0)] = 400
@@ -218,6 +245,7 @@ class ScenarioFile(_Strict):
     rates: list[Annotated[float, NotBool, Finite, BeforeValidator(_positive_rate)]]
     gpus: list[ScenarioGPU]
     placement: ScenarioPlacement = ScenarioPlacement()
+    simulation: ScenarioSimulation = ScenarioSimulation()
     solve: ScenarioSolve = ScenarioSolve()
     cost_models_dir: str | None = None
 
@@ -338,6 +366,11 @@ class Scenario(BaseModel):
     percentile: float | None = 99.0
     attainment: float | None = None
     trace: TraceWindow | None = None
+    router: str = "jsq"
+    scheduler: str = "vllm"
+    window_s: float = 1000.0  # arrival window of the simulated stream (s)
+    warmup_s: float = 100.0  # requests arriving earlier are simulated but not measured (s)
+    snapshot: bool = True
 
     @property
     def tpot_s(self) -> float:
@@ -421,13 +454,39 @@ def scenario_from_mapping(raw: dict, source: Path | str) -> Scenario:
         raise InputError(path, "gpus", "each GPU type may appear once")
     dist, label, trace = _workload(path, data.workload, model.max_context_tokens)
     _check_stream_size(path, raw["rates"], data.rates[-1], dist, atgt_s, model.max_context_tokens)
+    window_s, warmup_s = _simulation_window(path, data.simulation, data.rates)
     return Scenario(
         source=str(path), name=data.name, model=model, ttft_s=data.slos.ttft_s, atgt_s=atgt_s,
         distribution=dist, workload_label=label, rates=tuple(data.rates), gpus=tuple(gpus),
         strictness=data.placement.strictness, kv_headroom=data.placement.kv_headroom,
         time_limit_s=data.solve.time_limit_s, exact_max_requests=data.solve.exact_max_requests,
         seed=data.solve.seed, cost_models_dir=models_dir, percentile=percentile, attainment=attainment, trace=trace,
+        router=data.simulation.router, scheduler=data.simulation.scheduler, window_s=window_s, warmup_s=warmup_s,
+        snapshot=data.simulation.snapshot,
     )
+
+
+#: Measured requests the default window gives the lowest rate (P99 then rests on ≥ 20 requests).
+MIN_MEASURED_REQUESTS = 2_000
+#: Most requests the simulated stream of the highest rate may hold (expected λ_max · window).
+MAX_SIMULATED_REQUESTS = 200_000
+
+
+def _simulation_window(path: Path, sim: ScenarioSimulation, rates: list[float]) -> tuple[float, float]:
+    """(window, warm-up) of the simulated stream: given, or the window that gives the lowest rate
+    `MIN_MEASURED_REQUESTS` measured requests after a warm-up of 10 % of the window (at least 300 s)."""
+    if sim.duration_s is not None:
+        window = float(sim.duration_s)
+    else:
+        window = max(300.0, MIN_MEASURED_REQUESTS / (0.9 * min(rates)))
+    warmup = 0.1 * window if sim.warmup_s is None else float(sim.warmup_s)
+    if warmup >= window:
+        raise InputError(path, "simulation.warmup_s", f"{warmup:g} s must be shorter than the window {window:g} s")
+    if max(rates) * window > MAX_SIMULATED_REQUESTS:
+        raise InputError(path, "simulation.duration_s",
+                         f"{max(rates):g} req/s × {window:g} s is about {max(rates) * window:,.0f} requests to simulate "
+                         f"per fleet, more than {MAX_SIMULATED_REQUESTS:,}; give a shorter duration_s")
+    return window, warmup
 
 
 def _tpot(path: Path, slos: ScenarioSLOs) -> float:

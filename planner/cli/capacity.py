@@ -187,16 +187,21 @@ def capacity_cmd(
     else:
         pts = result.points
         if not pts.empty:
-            t = Table(title=f"Capacity: {spec.model.name} ({spec.workload_label}), TTFT ≤ {spec.ttft_s:g} s, "
-                            f"TPOT ≤ {spec.atgt_s:g} s; each row under its cost model (* = best TP of its GPU type)",
+            pct = "attainment" if spec.attainment is not None else f"P{spec.percentile:g}"
+            t = Table(title=f"Capacity: {spec.model.name} ({spec.workload_label}), {spec.criterion_label}; GPUs = "
+                            f"simulated answer ({spec.scheduler} engine, {spec.router} router), ≥ GPUs = certified "
+                            "bound for any policy; each row under its cost model (* = best TP of its GPU type)",
                       title_justify="left")
-            for col in ("GPU type", "TP", "req/s", "GPUs", "≥ GPUs", "$/h", "status", "best-fit gap", "cost model"):
+            for col in ("GPU type", "TP", "req/s", "GPUs", "≥ GPUs", "gap", f"{pct} TTFT", f"{pct} TPOT",
+                        "snapshot GPUs", "$/h", "status", "cost model"):
                 t.add_column(col, justify="left" if col in ("GPU type", "status", "cost model") else "right")
             for row in pts.sort_values(["rate", "usd_per_hour", "gpu", "tensor_parallel"]).itertuples():
                 src = sources.get((row.gpu, row.tensor_parallel))
+                snap = "-" if row.snapshot_gpus is None or row.snapshot_gpus != row.snapshot_gpus else str(int(row.snapshot_gpus))
                 t.add_row(row.gpu, f"{row.tensor_parallel}{'*' if row.best_config else ''}", fmt(row.rate),
-                          str(row.gpus), str(row.bound_gpus), f"{row.usd_per_hour:,.2f}", row.status,
-                          fmt_gap(row.best_fit_gap), "none found" if src is None else src.label)
+                          str(row.gpus), str(row.bound_gpus), fmt_gap(row.gap), f"{row.p_ttft_s:.3g} s",
+                          f"{1000 * row.p_tpot_s:.3g} ms", snap, f"{row.usd_per_hour:,.2f}", row.status,
+                          "none found" if src is None else src.label)
             out.print(t)
             for line in answer_lines(result):
                 out.print(line)
