@@ -27,7 +27,7 @@ def simulate_fleet_cmd(
         None, help="Aladdin cost-model file (default: models/aladdin/<model>__<gpu>__tp<g>.yaml)"),
     workers: int = typer.Option(1, "--workers", help="number of workers N"),
     router: str = typer.Option("jsq", help=f"router: {', '.join(ROUTERS)}"),
-    scheduler: str = typer.Option("sarathi", help="per-worker scheduler preset (planner simulate batching's presets)"),
+    scheduler: str = typer.Option("vllm", help="per-worker scheduler preset (planner simulate batching's presets; vllm runs the two batch kinds the Aladdin cost model was fitted on)"),
     rate: float = typer.Option(None, help="Poisson arrivals at this rate (req/s); or --trace"),
     duration: float = typer.Option(600.0, help="seconds of Poisson arrivals"),
     workload: str = typer.Option("sharegpt", help="length distribution of Poisson requests (and the output predictor)"),

@@ -184,7 +184,7 @@ class WorkerSpec:
                    label=f"{problem.name}/{base}")
 
     @classmethod
-    def from_aladdin(cls, model, worker, cost, *, scheduler: str = "sarathi", C: int = DEFAULT_C,
+    def from_aladdin(cls, model, worker, cost, *, scheduler: str = "vllm", C: int = DEFAULT_C,
                      P: int | None = None, R_max: int | None = DEFAULT_R_MAX, kv_headroom: float = 1.0,
                      source: str | None = None) -> "WorkerSpec":
         """A worker of ``worker`` (`WorkerConfig`: GPU type × TP) serving ``model`` (`LLMSpec`) under the
