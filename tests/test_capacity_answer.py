@@ -127,3 +127,18 @@ def test_shipped_scenario_is_monotone_and_bounded(tmp_path):
         frame = frame.sort_values("rate")
         assert frame.gpus.is_monotonic_increasing and frame.bound_gpus.is_monotonic_increasing
         assert (frame.bound_gpus <= frame.gpus).all()
+
+
+def test_scaling_shows_the_fleet_answer_and_bound_beside_aladdins_online_heuristic(monkeypatch, capsys):
+    import json
+
+    from conftest import run_cli
+
+    code, stdout, err = run_cli(monkeypatch, capsys, "scaling", "--rates", "2", "--gpu", "H100-80GB-SXM", "--tp", "4",
+                                "--ttft", "1", "--atgt", "0.06", "--duration", "90", "--warmup", "15", "--json")
+    assert code == 0, err
+    data = json.loads(stdout)
+    assert "Aladdin's online heuristic" in data["workers_are"] and "planner.fleet" in data["fleet_workers_are"]
+    (row,) = data["points"]
+    assert 1 <= row["bound_gpus"] <= row["fleet_gpus"] == 4 * row["fleet_workers"]
+    assert row["fleet_p99_ttft_s"] <= 1 and row["fleet_p99_tpot_s"] <= 0.06

@@ -109,7 +109,10 @@ def replay_cmd(
     output: Path = typer.Option(None, "--out", help="write per-request and per-heartbeat tables (CSV) with this prefix"),
     force: ForceOption = False,
 ) -> None:
-    """Replay a request stream heartbeat by heartbeat (online placement + Alg. 2) and measure SLOs."""
+    """Replay a request stream under Aladdin's online heuristic (heartbeat placement + Alg. 2) and measure SLOs.
+
+    This is the paper's online policy, timed by Eqs. 2-3 per heartbeat; the fleet answer of `planner capacity`
+    comes from `planner simulate fleet` (iteration-level engine per worker behind a router)."""
     from planner.core.types import WorkerConfig
     from planner.placement.online import replay
     from planner.workloads.streams import find_distribution, poisson_workload
@@ -143,12 +146,48 @@ def replay_cmd(
     if json_out:
         print(to_json(summary))
         return
-    t = Table(title=f"Replay: {len(requests)} requests, {llm.name} on {tensor_parallel}x{gpu_spec.name}, {method}",
+    t = Table(title=f"Replay under {ALADDIN_ONLINE}: {len(requests)} requests, {llm.name} on "
+                    f"{tensor_parallel}x{gpu_spec.name}, {method}",
               show_header=False, title_justify="left")
     for key in ("slo_attainment", "p99_atgt_s", "peak_workers", "mean_workers", "kv_overflows", "repredictions", "moves"):
         t.add_row(key, f"{summary[key]:.4g}" if isinstance(summary[key], float) else str(summary[key]))
     t.add_row("peak GPUs", str(result.peak_workers * tensor_parallel))
     out.print(t)
+
+
+#: What `replay` / `scaling` worker counts are, and what the fleet column beside them is.
+ALADDIN_ONLINE = ("Aladdin's online heuristic (heartbeat re-placement by predicted decode load, Eq. 2-3 timing, "
+                  "peak active workers after warm-up)")
+FLEET_ANSWER = ("fewest workers whose simulated fleet (planner.fleet: vLLM engine, JSQ router) meets P99 TTFT and "
+                "P99 TPOT on the same stream, as planner capacity computes it")
+
+
+def _fleet_beside(rates, *, dist, llm, worker, cost, ttft, atgt, duration, warmup, seed, kv_headroom) -> dict:
+    """Per rate: the fleet answer and the certified bound on the same Poisson stream the replay used."""
+    from planner.capacity.bound import instance_bound
+    from planner.fleet import FleetRequests, WorkerSpec, fewest_workers
+    from planner.workloads.streams import poisson_workload
+
+    spec = WorkerSpec.from_aladdin(llm, worker, cost, kv_headroom=kv_headroom)
+    found = {}
+    for rate in rates:
+        wl = poisson_workload(dist, rate=float(rate), duration_s=duration, seed=seed,
+                              max_total_tokens=llm.max_context_tokens)
+        requests = FleetRequests.from_workload(wl)
+        keep = requests.arrival_s >= warmup
+        bound = instance_bound(requests.arrival_s[keep], requests.input_tokens[keep], requests.output_tokens[keep],
+                               cost, spec.M, ttft, atgt, alpha=0.99, criterion="percentile")
+        if not bound.feasible or not keep.any():
+            found[float(rate)] = dict.fromkeys(("fleet_workers", "fleet_gpus", "bound_gpus", "fleet_p99_ttft_s",
+                                                "fleet_p99_tpot_s"))
+            continue
+        search = fewest_workers(requests, spec, ttft_s=ttft, tpot_s=atgt, start=max(1, bound.workers - 1),
+                                warmup_s=warmup)
+        found[float(rate)] = {"fleet_workers": search.workers, "fleet_gpus": search.workers * worker.tensor_parallel,
+                              "bound_gpus": bound.workers * worker.tensor_parallel,
+                              "fleet_p99_ttft_s": search.percentile_ttft[search.workers],
+                              "fleet_p99_tpot_s": search.percentile_tpot[search.workers]}
+    return found
 
 
 def scaling_cmd(
@@ -170,7 +209,8 @@ def scaling_cmd(
     seed: SeedOption = 0,
     json_out: JsonOption = False,
 ) -> None:
-    """Workers needed vs arrival rate (best-fit over Poisson heartbeats) and the Eq. 7 fit N_w = ⌈k·λ + c⌉."""
+    """Workers vs arrival rate under Aladdin's online heuristic (heartbeat re-placement) with the Eq. 7 fit, and beside it
+    the fleet-simulation answer and certified bound of `planner capacity` on the same Poisson stream."""
     from planner.core.types import WorkerConfig
     from planner.placement.scaling import workers_vs_rate
     from planner.workloads.streams import find_distribution
@@ -200,12 +240,21 @@ def scaling_cmd(
             cost=cost, slos=slos, options=make_options(mode, strictness, kv_headroom),
             heartbeat_s=heartbeat, duration_s=duration, warmup_s=warmup, seed=seed, method=method,
         )
+        progress.phase("fleet simulation beside it")
+        beside = _fleet_beside(rate_list, dist=dist, llm=llm, worker=WorkerConfig(gpu=gpu_spec, tensor_parallel=tensor_parallel),
+                               cost=cost, ttft=ttft, atgt=atgt, duration=duration, warmup=warmup, seed=seed,
+                               kv_headroom=kv_headroom)
+    for column in ("fleet_workers", "fleet_gpus", "bound_gpus", "fleet_p99_ttft_s", "fleet_p99_tpot_s"):
+        fit.table[column] = [beside[r][column] for r in fit.table.rate]
     if json_out:
-        print(to_json(fit.to_dict()))
+        print(to_json({**fit.to_dict(), "workers_are": ALADDIN_ONLINE, "fleet_workers_are": FLEET_ANSWER}))
         return
-    t = Table(title=f"Workers vs arrival rate: {llm.name} on {tensor_parallel}x{gpu_spec.name} ({dist.name}, {method})",
+    t = Table(title=f"Workers vs arrival rate: {llm.name} on {tensor_parallel}x{gpu_spec.name} ({dist.name}); "
+                    f"workers = {ALADDIN_ONLINE} ({method}); fleet = {FLEET_ANSWER}; bound = certified for any "
+                    f"policy, under cost model {cost.model} / {cost.gpu} / TP {cost.tensor_parallel}",
               title_justify="left")
-    cols = [c for c in ("rate", "requests", "workers", "gpus", "mean_workers", "slo_attainment") if c in fit.table]
+    cols = [c for c in ("rate", "requests", "workers", "gpus", "mean_workers", "slo_attainment", "fleet_workers",
+                        "fleet_gpus", "bound_gpus", "fleet_p99_ttft_s", "fleet_p99_tpot_s") if c in fit.table]
     for c in cols:
         t.add_column(c, justify="right")
     for _, row in fit.table.iterrows():
