@@ -9,9 +9,10 @@ One command reproduces the performance claims of the README::
 Every ``benchmarks/*_scaling.py`` script found is run in its own process as
 ``python benchmarks/<family>_scaling.py --out <file> [--quick]`` (``--quick`` passes through).
 Each script writes a markdown table of its instances — sizes, build and solve seconds, status,
-gap — and its own machine line.  Two checks run the same way (full runs only: they have no
-``--quick``): ``time_limit.py`` (does ``--time-limit`` hold for the whole call, with a bound, and
-repeat?) and ``fuzz_run.py`` (the bad-input corpus: exit 0 or one line, never a traceback or hang).
+gap — and its own machine line.  Three checks run the same way: ``time_limit.py`` (does
+``--time-limit`` hold for the whole call, with a bound, and repeat?) and ``fuzz_run.py`` (the bad-input
+corpus: exit 0 or one line, never a traceback or hang), which have no ``--quick`` and run in full runs
+only, and ``fleet_sim.py`` (the whole Azure 2023 conv trace through the fleet simulator).
 
 Where: an ordinary run touches no committed file.  Its tables and the collected file go to a
 fresh folder ``benchmarks/_runs/<UTC time>[-quick]/`` (git-ignored), and the collected markdown
@@ -56,7 +57,7 @@ RUNS = BENCH / "_runs"
 
 
 #: Checks that are not scaling runs but whose tables belong in RESULTS.md: name → script (table ``<name>.md``).
-CHECK_SCRIPTS = {"time_limit": "time_limit.py", "fuzz": "fuzz_run.py"}
+CHECK_SCRIPTS = {"time_limit": "time_limit.py", "fuzz": "fuzz_run.py", "fleet_sim": "fleet_sim.py"}
 
 
 def family_of(script: Path) -> str:
