@@ -282,23 +282,40 @@ BAD_FLAGS: dict[str, tuple] = {  # (arguments, needles in the one stderr line)
 }
 
 
+#: Cases also run as real subprocesses (what a user sees, stdout and stderr of the whole process); the
+#: others run in-process through the same `main` (fast; nothing native runs before these refusals).
+SUBPROCESS_CASES = ("rate zero", "alias gpu", "empty trace window", "file and flags", "nothing can be planned")
+
+
 @pytest.fixture(scope="module")
-def bad_flag_runs(tmp_path_factory):
-    """Every `BAD_FLAGS` case as a real subprocess, two at a time (each only reads its input)."""
-    trace = _azure_trace(tmp_path_factory.mktemp("trace"))
+def trace_file(tmp_path_factory):
+    return _azure_trace(tmp_path_factory.mktemp("trace"))
+
+
+@pytest.fixture(scope="module")
+def bad_flag_runs(trace_file):
+    """The `SUBPROCESS_CASES` as real subprocesses, two at a time (each only reads its input)."""
 
     def run(args: list[str]) -> subprocess.CompletedProcess:
-        return _planner("capacity", *[str(trace) if a == "TRACE" else a for a in args], "--no-progress")
+        return _planner("capacity", *[str(trace_file) if a == "TRACE" else a for a in args], "--no-progress")
 
     with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(zip(BAD_FLAGS, pool.map(run, [case[0] for case in BAD_FLAGS.values()])))
+        return dict(zip(SUBPROCESS_CASES, pool.map(run, [BAD_FLAGS[c][0] for c in SUBPROCESS_CASES])))
 
 
-@pytest.mark.parametrize("case", list(BAD_FLAGS))
-def test_bad_flags_are_one_line(bad_flag_runs, case):
+@pytest.mark.parametrize("case", SUBPROCESS_CASES)
+def test_bad_flags_are_one_line_in_a_real_process(bad_flag_runs, case):
     proc = bad_flag_runs[case]
     assert proc.stdout == ""
     assert_one_line(proc.returncode, proc.stderr, *BAD_FLAGS[case][1:])
+
+
+@pytest.mark.parametrize("case", list(BAD_FLAGS))
+def test_bad_flags_are_one_line(trace_file, monkeypatch, capsys, case):
+    args = [str(trace_file) if a == "TRACE" else a for a in BAD_FLAGS[case][0]]
+    code, stdout, err = run_cli(monkeypatch, capsys, "capacity", *args, "--no-progress")
+    assert stdout == ""
+    assert_one_line(code, err, *BAD_FLAGS[case][1:])
 
 
 @pytest.mark.parametrize(("slos", "message"), [
