@@ -57,7 +57,8 @@ RUNS = BENCH / "_runs"
 
 
 #: Checks that are not scaling runs but whose tables belong in RESULTS.md: name → script (table ``<name>.md``).
-CHECK_SCRIPTS = {"time_limit": "time_limit.py", "fuzz": "fuzz_run.py", "fleet_sim": "fleet_sim.py"}
+CHECK_SCRIPTS = {"time_limit": "time_limit.py", "fuzz": "fuzz_run.py", "fleet_sim": "fleet_sim.py",
+                 "melange_compare": "melange_compare.py"}
 
 
 def family_of(script: Path) -> str:

@@ -78,6 +78,7 @@ CASES: dict[str, tuple[list[str], object]] = {
 #: the same commands again where a second form runs other code (a TP enumeration, one distribution)
 EXTRA_CASES: dict[str, list[str]] = {
     "solve deployment (TP enumeration)": ["solve", "deployment", "instances/deployment/clusters/llama3-8b-8xv100.yaml"],
+    "solve deployment (request classes)": ["solve", "deployment", "instances/deployment/melange-example.yaml"],
     "workload show sharegpt": ["workload", "show", "sharegpt"],
 }
 NEEDS_SHARED = {"fit", "replay"}

@@ -45,13 +45,30 @@ def find_model(name: str) -> LLMSpec | None:
     return LLMSpec(name=canonical, **entry)
 
 
-def find_gpu(name: str) -> GPUSpec | None:
-    """The catalog GPU called ``name`` (or an alias), or None."""
+def find_gpu(name: str, *, aliases: bool = True) -> GPUSpec | None:
+    """The catalog GPU called ``name`` (or an alias), or None.
+
+    With ``aliases=False`` only the catalog name itself (any letter case) is accepted: a family alias
+    such as ``A100-80GB`` or ``H100`` names several SKUs (SXM, PCIe, NVL) and is not read as one of them
+    (`gpu_alias_problem` gives the one-line reason to show)."""
     canonical = _index("gpus").get(name.lower())
-    if canonical is None:
+    if canonical is None or (not aliases and canonical.lower() != name.lower()):
         return None
     entry = {k: v for k, v in _load("gpus")[canonical].items() if k not in ("aliases", "source")}
     return GPUSpec(name=canonical, **entry)
+
+
+def gpu_alias_problem(name: str) -> str | None:
+    """Why ``name`` is refused where only catalog names count (None when it is a catalog name or unknown):
+    it is an alias, and the catalog GPUs it could mean are listed instead of picking one."""
+    canonical = _index("gpus").get(name.lower())
+    if canonical is None or canonical.lower() == name.lower():
+        return None
+    stem = name.lower().split("-")[0]
+    similar = sorted({g for g in gpu_names() if g.lower().split("-")[0] == stem} | {canonical})
+    what = f"several SKUs ({', '.join(similar)})" if len(similar) > 1 else canonical
+    return (f"{name!r} is not a catalog GPU name but an alias of {what}; write the exact catalog name, or give "
+            "the GPU's specs (memory_gb) and price to define it")
 
 
 def canonical_gpu_name(name: str) -> str | None:

@@ -148,6 +148,54 @@ def _print_cost(problem, result: Result) -> None:
     out.print(p)
 
 
+def _print_class_plan(problem, result: Result) -> None:
+    """Summary, instances per configuration, and each class's split over configurations."""
+    where = problem.provenance or "the instance file"
+    t = Table(title=f"Mixed fleet for request classes: {problem.name}", show_header=False, title_justify="left")
+    t.add_column("", style="bold")
+    t.add_column("")
+    t.add_row("status", result.status.value)
+    t.add_row("$/h", (fmt(result.objective) if result.objective is not None else "-")
+              + f" (prices and per-class capacities of {where})")
+    t.add_row("lower bound", f"{fmt(result.bound)} ({result.bound_source})" if result.bound is not None else "-")
+    t.add_row("gap", fmt_gap(result.gap))
+    t.add_row("solver", f"{result.solver}, {result.solve_seconds:.3f} s")
+    if result.validation is not None:
+        t.add_row("validator", f"valid, $/h recomputed = {fmt(result.validation.objective)}"
+                  if result.validation.feasible else result.validation.summary())
+    if result.message:
+        t.add_row("note", result.message)
+    custom = [g.name for g in problem.gpus if g.source == "given"]
+    if custom:
+        t.add_row("GPUs defined in the file", ", ".join(custom) + " (not from the catalog)")
+    out.print(t)
+    sol = result.solution
+    if sol is None:
+        return
+    util = result.validation.details.get("utilization", {}) if result.validation is not None else {}
+    p = Table(title="Instances", title_justify="left")
+    for col in ("model", "configuration", "GPU", "t", "instances", "GPUs", "$/h", "load (instance-s/s)"):
+        p.add_column(col, justify="left" if col in ("model", "configuration", "GPU") else "right")
+    for c, count in enumerate(sol.counts):
+        if count:
+            conf = problem.configurations[c]
+            label = problem.config_label(c)
+            p.add_row(problem.models[conf.model_index], conf.name, problem.gpus[conf.gpu_index].name,
+                      str(conf.tensor_parallel), str(count), str(count * conf.tensor_parallel),
+                      f"{count * problem.instance_price[c]:.2f}", f"{util.get(label, 0.0) * count:.3f}")
+    out.print(p)
+    split: dict[int, list[str]] = {}
+    for k, c, r in sol.routes:
+        rate = problem.classes[k].rate
+        split.setdefault(k, []).append(f"{problem.configurations[c].name} {r / rate:.1%}" if rate > 0 else "")
+    r = Table(title="Routing: share of each class's rate per configuration", title_justify="left")
+    for col in ("model", "class", "req/s", "split"):
+        r.add_column(col, justify="right" if col == "req/s" else "left")
+    for k, cl in enumerate(problem.classes):
+        r.add_row(problem.models[cl.model_index], cl.name, f"{cl.rate:g}", ", ".join(split.get(k, [])) or "-")
+    out.print(r)
+
+
 def solve_deployment_cmd(
     instance: Path = typer.Argument(..., help="deployment instance YAML (cluster or cost plan)"),
     solver: SolverOption = "highs",
@@ -159,6 +207,7 @@ def solve_deployment_cmd(
     force: ForceOption = False,
 ) -> None:
     """Ranked TP configurations of a cluster, or the cost-minimal plan when the instance gives load and inventory."""
+    from planner.deployment.classes import ClassPlanProblem, solve_class_plan
     from planner.deployment.cost_solve import solve_cost_plan
     from planner.deployment.instance import load_deployment_instance
     from planner.deployment.problem import ClusterProblem
@@ -172,6 +221,14 @@ def solve_deployment_cmd(
         result = _enumeration_result(problem)
         if not _emit(instance, problem.name, result, json_out, output, force):
             _print_enumeration(problem, result)
+        return
+    if isinstance(problem, ClassPlanProblem):
+        result = solve_class_plan(problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed,
+                                  started=started)
+        if not _emit(instance, problem.name, result, json_out, output, force):
+            _print_class_plan(problem, result)
+        if result.status == SolveStatus.ERROR:
+            raise typer.Exit(1)
         return
     result = solve_cost_plan(problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed,
                              started=started)
@@ -193,13 +250,27 @@ def plan_cost_cmd(
     force: ForceOption = False,
 ) -> None:
     """Cost-minimal GPU mix under an inventory (MILP with gap), or the maximum servable load."""
+    from planner.deployment.classes import ClassPlanProblem, solve_class_plan
     from planner.deployment.cost_solve import max_servable_load, solve_cost_plan
-    from planner.deployment.instance import load_cost_plan_file
+    from planner.deployment.instance import load_cost_plan_file, load_deployment_instance
+    from planner.deployment.problem import CostPlanProblem
+    from planner.errors import InputError
 
     _check(solver, time_limit, threads)
     check_out(output, force)
     started = time.perf_counter()  # --time-limit covers reading the instance too
-    problem = load_cost_plan_file(instance)
+    problem = load_deployment_instance(instance)
+    if isinstance(problem, ClassPlanProblem):
+        if max_load:
+            raise InputError(instance, "models", "--max-load answers cost plans (inventory, demands), not request "
+                                                 "classes (gpus, models)")
+        result = solve_class_plan(problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed,
+                                  started=started)
+        if not _emit(instance, problem.name, result, json_out, output, force):
+            _print_class_plan(problem, result)
+        return
+    if not isinstance(problem, CostPlanProblem):
+        problem = load_cost_plan_file(instance)  # its one-line refusal of a cluster file
     if max_load:
         scale, bound, outcome = max_servable_load(problem, solver=solver, time_limit=time_limit,
                                                   threads=threads, seed=seed, started=started)

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from planner.catalog import find_gpu, find_model, gpu_names, model_names
+from planner.catalog import find_gpu, find_model, gpu_alias_problem, gpu_names, model_names
 from planner.core.io import (
     MAX_REQUEST_TOKENS,
     check_input_dir,
@@ -61,7 +61,11 @@ def _model(path: Path, field: str, name: Any) -> LLMSpec:
 
 
 def _gpu(path: Path, field: str, name: Any) -> GPUSpec:
-    spec = find_gpu(str(name)) if name else None
+    """The catalog GPU of that exact name; an alias naming several SKUs is refused, never rewritten."""
+    problem = gpu_alias_problem(name) if isinstance(name, str) else None
+    if problem is not None:
+        raise InputError(path, field, problem)
+    spec = find_gpu(str(name), aliases=False) if name else None
     if spec is None:
         raise InputError(path, field, f"unknown GPU type {shown(name)} (catalog: {', '.join(gpu_names())})")
     return spec
@@ -331,7 +335,9 @@ def load_cost_plan(path: Path, data: dict) -> CostPlanProblem:
         given: dict[tuple[str, str, int], int] = {}
         for k, item in enumerate(_list(path, data, "capacities", _CAPACITY_KEYS)):
             field = f"capacities[{k}]"
-            found = find_gpu(item["gpu"]) if isinstance(item.get("gpu"), str) else None
+            if isinstance(item.get("gpu"), str) and gpu_alias_problem(item["gpu"]) is not None:
+                raise InputError(path, f"{field}.gpu", gpu_alias_problem(item["gpu"]))
+            found = find_gpu(item["gpu"], aliases=False) if isinstance(item.get("gpu"), str) else None
             gname = found.name if found is not None else None
             if gname not in gpu_index:
                 raise InputError(path, f"{field}.gpu", f"{shown(item.get('gpu'))} is not in the inventory")
@@ -479,13 +485,21 @@ def _pairs(path: Path, field: str, requests: int, instances: int) -> None:
                          f"pairs, at most {MAX_ROUTING_PAIRS:,} (fewer requests or instances)")
 
 
-def load_deployment_instance(path: Path | str) -> ClusterProblem | CostPlanProblem:
-    """A TP-enumeration cluster or a cost plan, by the keys present."""
+def load_deployment_instance(path: Path | str):
+    """A TP-enumeration cluster, a cost plan, or a mixed fleet for request classes
+    (`planner.deployment.classes_instance`: keys ``gpus`` and ``models``), by the keys present."""
     path = Path(path)
     data = read_yaml_mapping(path)
     family = data.get("family")
     if family not in (None, "deployment", *CLUSTER_FAMILIES):
         raise InputError(path, "family", f"expected deployment or deployment-tp, got {family!r}")
+    if "models" in data or "gpus" in data:
+        if "inventory" in data or "demands" in data:
+            raise InputError(path, "models" if "models" in data else "gpus",
+                             "give gpus and models (request classes) or inventory and demands (cost plan), not both")
+        from planner.deployment.classes_instance import load_class_plan
+
+        return load_class_plan(path, data)
     if "inventory" in data or "demands" in data:
         return load_cost_plan(path, data)
     if "machines" in data:
