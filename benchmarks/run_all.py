@@ -58,7 +58,7 @@ RUNS = BENCH / "_runs"
 
 #: Checks that are not scaling runs but whose tables belong in RESULTS.md: name → script (table ``<name>.md``).
 CHECK_SCRIPTS = {"time_limit": "time_limit.py", "fuzz": "fuzz_run.py", "fleet_sim": "fleet_sim.py",
-                 "melange_compare": "melange_compare.py"}
+                 "melange_compare": "melange_compare.py", "capacity_speed": "capacity_speed.py"}
 
 
 def family_of(script: Path) -> str:
