@@ -187,6 +187,8 @@ def answer_lines(result: CapacityResult) -> list[str]:
             f"{row.bound_gpus} GPUs ({row.status}, gap {100 * row.gap:.0f} %) under cost model "
             f"{Path(row.cost_model_path).name if row.cost_model_path else row.gpu} ({row.cost_model})."
         )
+    if result.mixed is not None and result.mixed.counts:
+        lines.append(result.mixed.line())
     return lines
 
 
@@ -319,6 +321,14 @@ def render_html(result: CapacityResult) -> str:
                                   ("attainment", "attainment"), ("utilisation", "utilisation"),
                                   ("snapshot_workers", "snapshot workers"), ("snapshot_status", "snapshot"),
                                   ("usd_per_hour", "$/h"), ("seconds", "s")], best_col="best_config"))
+    if result.mixed is not None:
+        m = result.mixed
+        parts.append("<h2>Mixed fleet at the highest rate</h2>")
+        parts.append("<p>" + html.escape(m.line() if m.counts else m.note) + "</p>")
+        parts.append("<p class='small'>Per-worker rates μ (req/s, measured by the simulator at this rate): "
+                     + html.escape(", ".join(f"{k}: {v:.3g}" for k, v in m.capacities.items()))
+                     + f". MILP plan ${m.plan_usd_per_hour:,.2f}/h ({html.escape(m.plan_status)}); the mix is then "
+                     "simulated on the same stream (JSQ) and workers are added until it meets the criterion.</p>")
     parts.append("<h2>How to read this</h2><ul class='small'>")
     parts.append(f"<li>Answer: the fewest workers whose simulated fleet meets the criterion ({html.escape(s.criterion_label)}) "
                  f"on a seeded Poisson stream of {s.window_s:g} s (requests arriving in the first {s.warmup_s:g} s are not "

@@ -91,6 +91,8 @@ class CapacityResult:
     failures: dict[str, str] = field(default_factory=dict)
     #: (gpu, tensor_parallel, rate) → {workers: [P-th TTFT, P-th TPOT]} of every fleet size simulated
     curves: dict[tuple[str, int, float], dict[str, list[float]]] = field(default_factory=dict)
+    #: the cheapest mix of the swept configurations at the highest rate, checked by simulation (`planner.capacity.mix`)
+    mixed: Any = None
 
 
 def p99_input(scenario: Scenario) -> float:
@@ -208,7 +210,11 @@ def run_capacity(
                                     for g, t in zip(table.gpu, table.tensor_parallel)]
     curves = {(params[k]["gpu"]["name"], params[k]["tensor_parallel"], params[k]["rate"]): dict(r.get("curve", {}))
               for k, r in results.items()}
-    return CapacityResult(scenario, table, fits, configs, excluded, eq6, summary, dict(summary.failures), curves)
+    from planner.capacity.mix import mixed_answer
+
+    mixed = mixed_answer(scenario, table, params, configs) if not summary.failures else None
+    return CapacityResult(scenario, table, fits, configs, excluded, eq6, summary, dict(summary.failures), curves,
+                          mixed)
 
 
 def _restrict(assignment: dict[str, int], request_ids: list[str]) -> PlacementSolution:

@@ -13,6 +13,7 @@ gpus:
   - {type: A100-80GB-SXM, price_per_hour: 1.90, tensor_parallel: [2, 4]}
   - {type: H100-80GB-SXM, price_per_hour: 3.20, tensor_parallel: best}   # best = Eqs. 5–6 choice
   - {type: H100-80GB-SXM, price_per_hour: 3.20, tensor_parallel: all}    # every degree with a cost model
+  # optional per GPU type: available: 16  (GPUs the mixed fleet may use; the mixed answer adds other types)
 placement: {strictness: 0.5, kv_headroom: 1.0}
 simulation: {router: jsq, scheduler: vllm, duration_s: null, warmup_s: null, snapshot: true}
 solve: {time_limit_s: 10, exact_max_requests: 400, seed: 0}
@@ -185,6 +186,7 @@ class ScenarioWorkload(_Strict):
 class ScenarioGPU(_Strict):
     type: str
     price_per_hour: PositiveNumber | None = None
+    available: Annotated[int, NotBool, Field(ge=1)] | None = None  # GPUs of this type the mixed fleet may use
     tensor_parallel: list[int] | Literal["best", "all"] = "best"
 
     @field_validator("tensor_parallel", mode="before")
@@ -282,6 +284,7 @@ class CandidateGPU(BaseModel):
     model_config = ConfigDict(frozen=True)
     spec: GPUSpec
     degrees: tuple[int, ...] | None  # None: choose by Eqs. 5–6 ("best"); ``all`` is resolved to a tuple
+    available: int | None = None  # GPUs of this type the mixed fleet may use (None: no limit)
 
 
 class TraceWindow(BaseModel):
@@ -448,7 +451,8 @@ def scenario_from_mapping(raw: dict, source: Path | str) -> Scenario:
             raise InputError(path, f"gpus[{k}].price_per_hour",
                              f"required: the catalog has no price for {spec.name} (US$ per GPU-hour)")
         degrees = _degrees(path, k, model, spec.name, entry.tensor_parallel, models_dir)
-        gpus.append(CandidateGPU(spec=spec.model_copy(update={"price_per_hour": price}), degrees=degrees))
+        gpus.append(CandidateGPU(spec=spec.model_copy(update={"price_per_hour": price}), degrees=degrees,
+                                 available=entry.available))
     names = [g.spec.name for g in gpus]
     if len(set(names)) != len(names):
         raise InputError(path, "gpus", "each GPU type may appear once")

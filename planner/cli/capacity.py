@@ -182,6 +182,7 @@ def capacity_cmd(
                                        for src in sources.values()],
                        "not_planned": [{"gpu": e.gpu, "tensor_parallel": e.tensor_parallel, "reason": e.reason}
                                        for e in result.excluded],
+                       "mixed_fleet": None if result.mixed is None else result.mixed.to_dict(),
                        "eq7": result.fits.to_dict(orient="records"), "failures": result.failures,
                        "outputs": {k: str(v) for k, v in paths.items()}}))
     else:
