@@ -145,6 +145,7 @@ def plot_percentiles(result: CapacityResult) -> str:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.suptitle(f"Simulated percentiles vs fleet size at {top.rate.max():g} req/s" if not top.empty else "")
+    fig.subplots_adjust(wspace=0.32)
     return _png(fig)
 
 
