@@ -54,6 +54,7 @@ class MixedAnswer:
     capacities: dict[str, float]  # μ_c, req/s per worker
     note: str = ""
     check: dict[str, Any] = field(default_factory=dict)
+    inventory: bool = False  # some GPU type has an ``available`` limit
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -62,7 +63,8 @@ class MixedAnswer:
         mix = " + ".join(f"{n} × {name}" for name, n in self.counts.items() if n)
         verdict = "meets the criterion" if self.met else "does NOT meet the criterion"
         extra = f" after adding {self.repairs} worker(s) to the MILP's plan" if self.repairs else ""
-        single = (f"best single configuration within the inventory {self.best_single} "
+        within = " within the inventory" if self.inventory else ""
+        single = (f"best single configuration{within} {self.best_single} "
                   f"${self.best_single_usd_per_hour:,.2f}/h" if self.best_single_usd_per_hour == self.best_single_usd_per_hour
                   else "no single configuration fits the inventory")
         return f"Mixed fleet at {self.rate:g} req/s: {mix} for ${self.usd_per_hour:,.2f}/h (simulated: {verdict}{extra}); {single}."
@@ -105,7 +107,8 @@ def mixed_answer(scenario, table, params: dict[str, dict[str, Any]], configs) ->
     if plan.solution is None:
         return MixedAnswer(top, {}, {}, float("nan"), float("nan"), plan.bound, plan.status.value, 0, False,
                            float("nan"), float("nan"), float("nan"), best_label, best_usd, mus,
-                           note=f"no mix within the inventory: {plan.message}")
+                           note=f"no mix within the inventory: {plan.message}",
+                           inventory=any(v is not None for v in available.values()))
     counts = np.array(plan.solution.counts, dtype=int)
     key_of = {k: next(p for p in params.values() if p["gpu"]["name"] == k[0] and p["tensor_parallel"] == k[1]
                       and p["rate"] == top) for k in keys}
@@ -145,4 +148,5 @@ def mixed_answer(scenario, table, params: dict[str, dict[str, Any]], configs) ->
         attainment=float(result.attainment(warmup_s=warm)), best_single=best_label, best_single_usd_per_hour=best_usd,
         capacities=mus, check=criterion_check(any_params, result, int(counts.sum())),
         note="" if ok else f"the mix still misses the criterion after {repairs} additions",
+        inventory=any(v is not None for v in available.values()),
     )
