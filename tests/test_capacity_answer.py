@@ -182,3 +182,15 @@ def test_mixed_fleet_is_planned_by_the_class_milp_and_checked_by_simulation(tmp_
         h100 = result.points[result.points.gpu == "H100-80GB-SXM"].iloc[0]
         if h100.gpus > available:  # the H100 fleet alone does not fit: the mix adds A100s
             assert mixed.gpus["A100-80GB-SXM"] > 0
+
+
+def test_the_scenario_offers_exactly_the_fleet_routers_and_presets():
+    import typing
+
+    from planner.batching.scheduler import PRESETS
+    from planner.capacity.scenario import ScenarioSimulation
+    from planner.fleet.simulate import ROUTERS
+
+    fields = ScenarioSimulation.model_fields
+    assert set(typing.get_args(fields["router"].annotation)) == set(ROUTERS)
+    assert set(typing.get_args(fields["scheduler"].annotation)) == {k for k in PRESETS if not k.endswith("-ef")}

@@ -161,6 +161,7 @@ def test_optimum_equals_brute_force_over_small_integer_fleets(seed):
         return
     assert result.status == SolveStatus.OPTIMAL, result.message
     assert result.validation.feasible
+    assert result.validation.objective == pytest.approx(result.objective, rel=1e-9)
     if max(result.solution.counts) <= 4:
         assert result.objective == pytest.approx(best, rel=1e-6, abs=1e-9)
     else:

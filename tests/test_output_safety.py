@@ -111,7 +111,7 @@ def test_fit_out_dir_is_checked_before_fitting(monkeypatch, capsys, tmp_path):
 
 
 def test_a_users_fixed_name_temporary_file_is_never_touched(monkeypatch, capsys, tmp_path):
-    # the writer once used ".NAME.tmp": a user's file of that name was overwritten and renamed away
+    # a fixed temporary name (".NAME.tmp") would overwrite a user's file of that name and rename it away
     users = tmp_path / ".result.json.tmp"
     users.write_text("mine")
     out = tmp_path / "result.json"

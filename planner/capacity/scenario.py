@@ -214,13 +214,10 @@ class ScenarioPlacement(_Strict):
     kv_headroom: Annotated[float, NotBool, Finite, Field(gt=0.0, le=1.0)] = 1.0
 
 
-#: Routers and engine presets the fleet simulation accepts (planner.fleet).
-SIM_ROUTERS = ("jsq", "round_robin", "least_kv", "aladdin")
-SIM_SCHEDULERS = ("vllm", "sarathi", "sarathi-pc", "sarathi-nocp", "vllm-hy", "sarathi-nohy")
-
-
 class ScenarioSimulation(_Strict):
-    """The fleet simulation that checks a fleet size (`planner.capacity.points`)."""
+    """The fleet simulation that checks a fleet size (`planner.capacity.points`).  The choices are
+    `planner.fleet.simulate.ROUTERS` and the batching presets without eviction-free variants (tested
+    to agree; spelled out here so that reading a scenario does not load the compiled simulator)."""
 
     router: Literal["jsq", "round_robin", "least_kv", "aladdin"] = "jsq"
     # vLLM's default engine runs whole prefill batches and decode iterations, the two batch kinds the
