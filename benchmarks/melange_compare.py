@@ -10,16 +10,18 @@ here line by line (`melange_slice_ilp`):
 * ``x_{s,g} ∈ {0, 1}`` (slice s on GPU type g), ``y_g ∈ ℤ≥0`` (GPUs of type g);
 * C1: ``Σ_g x_{s,g} = 1``; C2: ``Σ_s x_{s,g}·slice_s / tput_g(bucket(s)) ≤ y_g``;  min ``Σ_g cost_g·y_g``.
 
-Mélange solves it with PuLP/CBC; PuLP is not installed here, so the same model is solved with HiGHS
-(through ``planner.solver``), with a time limit.  The exact model routes continuous rates instead of
-whole slices, so its optimum is ≤ Mélange's optimum at every slice factor.
+Mélange solves it with PuLP/CBC.  Here the same model is solved with HiGHS (through ``planner.solver``),
+and — with ``--cbc`` (default when PuLP is installed; needs ``pip install -e '.[bench]'``, PuLP with its bundled CBC) — also exactly as
+Mélange runs it (`melange_cbc`: Mélange's PuLP model, ``PULP_CBC_CMD(msg=0)``, plus a ``timeLimit``).
+The exact model routes continuous rates instead of whole slices, so its optimum is ≤ Mélange's optimum
+at every slice factor.
 
 Cases: Mélange's shipped example (``instances/deployment/melange-example.yaml``, slice factors 1, 2, 4,
 8), and generated 6 GPU types × 10 × 10 buckets at several total rates (`scaled_case`: a synthetic
 throughput model, seeded; prices illustrative).
 
 Usage:  python benchmarks/melange_compare.py [--quick] [--melange-time-limit 120] [--rates 1,4,16,64,256]
-        [--slice-factors 1,4,16]
+        [--slice-factors 1,4,16] [--cbc auto|yes|no]
         [--out FILE | --update-results]
 (the table goes to stdout and to benchmarks/_runs/melange_compare.md unless --out / --update-results).
 Timings depend on what else the machine runs: the machine line gives the load average.
@@ -98,6 +100,48 @@ def melange_slice_ilp(config: dict, slice_factor: int | None = None, time_limit:
     cost = sum(n * config["gpu_info"][g]["cost"] for g, n in counts.items())
     return {"counts": counts, "cost": cost, "status": out.status.value, "bound": out.bound, "gap": out.gap,
             "seconds": seconds, "binaries": S * G}
+
+
+def melange_cbc(config: dict, slice_factor: int | None = None, time_limit: float | None = None) -> dict:
+    """Mélange's ``MelangeSolver.run`` as Mélange runs it: the PuLP model built the same way, solved by the
+    CBC binary PuLP ships (``PULP_CBC_CMD(msg=0)``; ``timeLimit`` added so a run ends).  Same return keys as
+    `melange_slice_ilp`; ``status`` is PuLP's ("Optimal" only when CBC proved it), ``bound``/``gap`` are
+    not exposed by PuLP's CBC interface (None)."""
+    import pulp
+
+    sf = int(slice_factor if slice_factor is not None else config.get("slice_factor", 1))
+    dist, rate = config["workload_distribution"], float(config["total_request_rate"])
+    gpus = list(config["gpu_info"])
+    slices, loads = [], []
+    for i, row in enumerate(dist):
+        for j, share in enumerate(row):
+            for _ in range(sf):
+                slices.append(share * rate / sf)
+                loads.append([1.0 / config["gpu_info"][g]["tputs"][i][j] if config["gpu_info"][g]["tputs"][i][j] > 0
+                              else None for g in gpus])
+    S, G = len(slices), len(gpus)
+    x = [[pulp.LpVariable(f"x_{s}_{g}", cat=pulp.LpInteger, lowBound=0, upBound=0 if loads[s][g] is None else 1)
+          for g in range(G)] for s in range(S)]
+    y = [pulp.LpVariable(f"y_{g}", cat=pulp.LpInteger, lowBound=0) for g in range(G)]
+    problem = pulp.LpProblem("GpuAllocation", pulp.LpMinimize)
+    problem += pulp.lpSum(y[g] * config["gpu_info"][gpus[g]]["cost"] for g in range(G))
+    for s in range(S):
+        problem += pulp.lpSum(x[s]) == 1
+    for g in range(G):
+        problem += pulp.lpSum(x[s][g] * loads[s][g] * slices[s] for s in range(S) if loads[s][g] is not None) <= y[g]
+    t0 = time.perf_counter()
+    problem.solve(pulp.PULP_CBC_CMD(msg=0, timeLimit=time_limit))
+    seconds = time.perf_counter() - t0
+    status = pulp.LpStatus[problem.status]
+    if any(v.value() is None for v in y):
+        return {"counts": None, "cost": None, "status": status, "bound": None, "gap": None, "seconds": seconds,
+                "binaries": S * G}
+    counts = {g: int(round(v.value())) for g, v in zip(gpus, y)}
+    cost = sum(n * config["gpu_info"][g]["cost"] for g, n in counts.items())
+    if status == "Optimal" and problem.sol_status != pulp.LpSolutionOptimal:
+        status = "time limit, feasible"  # PuLP's status is "Optimal" for an incumbent CBC did not prove
+    return {"counts": counts, "cost": cost, "status": status, "bound": None, "gap": None, "seconds": seconds,
+            "binaries": S * G}
 
 
 def melange_problem(config: dict, name: str = "melange") -> ClassPlanProblem:
@@ -228,9 +272,22 @@ def main() -> None:
     parser.add_argument("--multi-time-limit", type=float, default=120.0,
                         help="time limit (s) of the exact solve on the several-models cases (default 120)")
     parser.add_argument("--slice-factors", default="1,4,16", help="Mélange slice factors on the scaled case")
+    parser.add_argument("--cbc", choices=("auto", "yes", "no"), default="auto",
+                        help="also solve Mélange's model as Mélange does, PuLP + CBC (pip install -e '.[bench]'); "
+                             "auto (default): when PuLP is installed")
     parser.add_argument("--quick", action="store_true", help="one scaled rate, slice factors 1 and 4, Mélange limited to 10 s")
     add_output_options(parser, "melange_compare")
     args = parser.parse_args()
+    try:
+        import pulp  # noqa: F401
+        have_pulp = True
+    except ImportError:
+        have_pulp = False
+    if args.cbc == "yes" and not have_pulp:
+        parser.exit(2, "melange_compare.py: --cbc yes needs PuLP: pip install -e '.[bench]'\n")
+    args.cbc = have_pulp and args.cbc != "no"
+    if not args.cbc:
+        print("melange_compare.py: Mélange's own CBC path skipped (PuLP not installed or --cbc no)", file=sys.stderr)
     out_path = output_path(parser, args, "melange_compare")
     rates = [float(r) for r in args.rates.split(",") if r]
     limit = args.melange_time_limit
@@ -239,7 +296,8 @@ def main() -> None:
         rates, limit, factors = rates[:1], min(limit, 10.0), factors[:2]
     lines = ["# Mélange's slice ILP vs the exact mixed-fleet MILP", "", f"Machine: {machine_line()}.", "",
              "Mélange's model re-implemented from its `melange/solver.py` (commit d46ab43) and solved with HiGHS "
-             "(1 thread; Mélange uses PuLP/CBC, not installed here); the exact model is `planner.deployment.classes` "
+             "(1 thread) and, in the rows marked CBC, exactly as Mélange runs it (PuLP + its bundled CBC, "
+             "`PULP_CBC_CMD(msg=0, timeLimit=…)`; CBC exposes no bound through PuLP); the exact model is `planner.deployment.classes` "
              "(`solve_class_plan`, 1 thread, no time limit). $/h under each case's prices and per-bucket throughputs.",
              "", "## Mélange's shipped example (2 GPU types, 2 × 2 buckets, 30 req/s)", "",
              "| model | slice factor | binaries | GPUs | $/h | status | bound | gap | seconds |",
@@ -248,6 +306,10 @@ def main() -> None:
         r = melange_slice_ilp(MELANGE_EXAMPLE, sf, time_limit=60.0)
         lines.append(f"| Mélange slice ILP | {sf} | {r['binaries']} | {_fmt_counts(r['counts'])} | {_money(r['cost'])} | "
                      f"{r['status']} | {_money(r['bound'])} | {_gap(r['gap'])} | {r['seconds']:.3f} |")
+        if args.cbc:
+            r = melange_cbc(MELANGE_EXAMPLE, sf, time_limit=60.0)
+            lines.append(f"| Mélange slice ILP, CBC (as Mélange runs it) | {sf} | {r['binaries']} | "
+                         f"{_fmt_counts(r['counts'])} | {_money(r['cost'])} | {r['status']} | - | - | {r['seconds']:.3f} |")
     from planner.deployment.instance import load_deployment_instance
 
     shipped = load_deployment_instance(REPO / "instances/deployment/melange-example.yaml")
@@ -270,6 +332,11 @@ def main() -> None:
             ratio = "-" if m["cost"] is None or not e["cost"] else f"{m['cost'] / e['cost']:.3f}"
             rows.append(f"| {rate:g} | Mélange slice ILP, factor {sf} | {_fmt_counts(m['counts'])} | {_money(m['cost'])} | "
                         f"{m['status']} | {_money(m['bound'])} | {_gap(m['gap'])} | {m['seconds']:.2f} | {ratio} |")
+            if args.cbc:
+                m = melange_cbc(config, sf, time_limit=limit)
+                ratio = "-" if m["cost"] is None or not e["cost"] else f"{m['cost'] / e['cost']:.3f}"
+                rows.append(f"| {rate:g} | Mélange slice ILP, factor {sf}, CBC | {_fmt_counts(m['counts'])} | "
+                            f"{_money(m['cost'])} | {m['status']} | - | - | {m['seconds']:.2f} | {ratio} |")
         rows.append(f"| {rate:g} | exact (continuous routing) | {_fmt_counts(e['counts'])} | {_money(e['cost'])} | "
                     f"{e['status']} | {_money(e['bound'])} | {_gap(e['gap'])} | {e['seconds']:.3f} | 1 |")
         print("\n".join(rows), flush=True)

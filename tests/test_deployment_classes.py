@@ -221,6 +221,18 @@ def test_melange_example_optimum_is_below_its_own_slice_answer():
     assert shipped.objective == pytest.approx(min(costs))
 
 
+def test_melange_own_cbc_path_agrees_with_the_highs_reimplementation():
+    # Mélange's model as Mélange runs it (PuLP + bundled CBC); needs the `bench` extra.
+    pytest.importorskip("pulp")
+    from melange_compare import melange_cbc
+
+    for sf in (1, 2, 4):
+        cbc, highs = melange_cbc(MELANGE_EXAMPLE, sf, time_limit=30), melange_slice_ilp(MELANGE_EXAMPLE, sf)
+        assert cbc["status"] == "Optimal"
+        assert cbc["cost"] == pytest.approx(highs["cost"]) and cbc["counts"] == highs["counts"]
+    assert melange_cbc(MELANGE_EXAMPLE, 1)["cost"] == pytest.approx(6.70)  # Mélange's README answer
+
+
 # ---- instance files and the CLI --------------------------------------------------------------------
 
 def test_cli_solves_the_shipped_example_and_json_is_one_object(monkeypatch, capsys):
