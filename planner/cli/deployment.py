@@ -82,7 +82,9 @@ def _print_enumeration(problem, result: Result) -> None:
     from planner.deployment.enumeration import combinations_text
 
     sol = result.solution
-    t = Table(title=f"TP degrees per machine group: {problem.name} ({problem.model.name}, {problem.estimator} estimate)",
+    kv = problem.model.kv_bytes_per_token
+    t = Table(title=f"TP degrees per machine group: {problem.name} ({problem.model.name}, KV {kv / 1024:g} KiB/token, "
+                    f"{problem.estimator} estimate)",
               title_justify="left")
     for col in ("group", "GPU", "t", "instances/machine", "KV size (GB)", "tokens/s per machine", "note"):
         t.add_column(col, justify="left" if col in ("group", "GPU", "note") else "right")

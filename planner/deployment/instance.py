@@ -54,9 +54,18 @@ CLUSTER_FAMILIES = ("deployment-tp",)
 
 
 def _model(path: Path, field: str, name: Any) -> LLMSpec:
-    spec = find_model(str(name)) if name else None
+    """A catalog model name (or alias), or a mapping of every `LLMSpec` field (name, num_layers,
+    hidden_size, num_attention_heads, num_kv_heads, head_dim, num_parameters; optional dtype_bytes,
+    max_context_tokens), e.g. an architecture the catalog does not hold or a catalog model read
+    differently (Llama-3-8B with num_kv_heads: 32, the heterogeneous-cluster paper's 512 KiB/token).
+    Cost-model files are looked up by the mapping's ``name``."""
+    if isinstance(name, dict):
+        return validate_model(LLMSpec, name, path, field)
+    spec = find_model(name) if isinstance(name, str) and name else None
     if spec is None:
-        raise InputError(path, field, f"unknown model {shown(name)} (catalog: {', '.join(model_names())})")
+        raise InputError(path, field, f"unknown model {shown(name)} (catalog: {', '.join(model_names())}; "
+                                      "or a mapping of its fields: name, num_layers, hidden_size, num_attention_heads, "
+                                      "num_kv_heads, head_dim, num_parameters)")
     return spec
 
 

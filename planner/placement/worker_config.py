@@ -11,8 +11,10 @@ at mean context l̄ per request):
   grows with b, this is ``b*/t(b*)/g`` with ``b* = min(B_kv, b_slo)``; the smaller of the two
   names the bottleneck (KV cache full, or iteration time at the SLO).
 
-``l̄ = Ī + Ō/2`` uses the workload's mean input and output lengths.  g* = argmax thr(g)
-over feasible g; it does not depend on the arrival rate.
+``l̄ = Ī + Ō/2`` uses the workload's mean input and output lengths.  g* = argmax thr(g) over
+feasible g; it does not depend on the arrival rate.  A row's source says "derived" for a model
+file whose provenance starts with "DERIVED" (not fitted to measurements of that model, e.g.
+``models/aladdin/llama-2-13b__*``, written by ``models/derive_llama2_13b.py``).
 
 Eq. 5 (extrapolation only, [R] FORMULATIONS §1.2): degrees without a fitted model get each
 decode coefficient from ``coef(g) = A/g + B`` (compute split over g GPUs plus a constant
@@ -122,7 +124,7 @@ def worker_configurations(
                                                   f"{g} x {gpu.memory_gb:g} GB", kv_capacity_gb=kv_bytes / 1e9))
             continue
         cost = fitted.get(g)
-        source = "fitted" if cost is not None else ""
+        source = "" if cost is None else "derived" if cost.provenance.startswith("DERIVED") else "fitted"
         if cost is None:
             cost = _extrapolate(fitted, g)
             source = "Eq. 5 extrapolation" if cost is not None else ""
