@@ -170,9 +170,12 @@ def test_out_file_is_never_overwritten_without_force(monkeypatch, capsys, instan
 @pytest.mark.parametrize(
     "args, needles",
     [
-        (["worker-config", "--model", "Llama-9", "--gpu", "A100"], ["unknown model"]),
-        (["worker-config", "--model", "Llama-2-70B", "--gpu", "A100", "--degrees", "1,x"], ["--degrees"]),
-        (["worker-config", "--model", "Llama-2-70B", "--gpu", "A100", "--workload", "nope"], ["unknown workload", "sharegpt"]),
+        (["worker-config", "--model", "Llama-9", "--gpu", "A100-80GB-SXM"], ["unknown model"]),
+        (["worker-config", "--model", "Llama-2-70B", "--gpu", "A100-80GB-SXM", "--degrees", "1,x"], ["--degrees"]),
+        (["worker-config", "--model", "Llama-2-70B", "--gpu", "A100-80GB-SXM", "--workload", "nope"], ["unknown workload", "sharegpt"]),
+        # a family alias names several SKUs: refused with the candidates, never read as one of them
+        (["worker-config", "--model", "Llama-2-70B", "--gpu", "A100-80GB"], ["--gpu", "alias", "A100-80GB-PCIe", "A100-80GB-SXM"]),
+        (["replay", "--model", "Llama-2-70B", "--gpu", "H100", "--tp", "2", "--rate", "1"], ["--gpu", "alias", "H100-80GB-SXM"]),
         (["fit", "/nonexistent/perf.csv"], ["perf.csv", "not found"]),
         (["generate", "placement", "x.yaml", "--mode", "split"], ["--mode"]),
     ],
@@ -252,3 +255,14 @@ def test_a_union_fields_error_names_the_field_not_the_union_member():
         with pytest.raises(ValidationError) as caught:
             Spec.model_validate(data)
         assert format_validation_error(caught.value)[0] == field
+
+
+def test_a_gpu_alias_in_an_instance_file_is_refused_not_rewritten(monkeypatch, capsys, tmp_path):
+    # 'A100' names the SXM and PCIe parts; a plan for one of them must not be made for the other silently.
+    src = REPO / "instances/placement/sharegpt-70b-a100-n40.yaml"
+    text = src.read_text().replace("gpu: A100-80GB-SXM", "gpu: A100")
+    assert "gpu: A100\n" in text
+    (tmp_path / "p.yaml").write_text(text)
+    (tmp_path / src.with_suffix(".csv").name).write_text(src.with_suffix(".csv").read_text())
+    code, _, err = run_cli(monkeypatch, capsys, "solve", "placement", str(tmp_path / "p.yaml"))
+    assert_one_line(code, err, "p.yaml", "gpu", "alias", "A100-80GB-PCIe", "A100-80GB-SXM")

@@ -93,7 +93,7 @@ def test_generate_then_solve(monkeypatch, capsys, tmp_path):
 
 def test_worker_config_json(monkeypatch, capsys):
     monkeypatch.chdir(REPO)
-    code, out, err = run_cli(monkeypatch, capsys, "worker-config", "--model", "Llama-2-70B", "--gpu", "A100", "--json")
+    code, out, err = run_cli(monkeypatch, capsys, "worker-config", "--model", "Llama-2-70B", "--gpu", "A100-80GB-SXM", "--json")
     assert code == 0, err
     d = json.loads(out)
     assert d["best_tensor_parallel"] == 2

@@ -328,7 +328,7 @@ def test_check_numbers_walks_nested_models_lists_and_mappings():
     from planner.errors import InputError
     from planner.queueing.instance import QueueingSpec
 
-    good = {"slo_classes": {"a": 1.0}, "instance_types": [{"name": "t", "gpu": "A100", "swap_time_s": 1, "count": 1}],
+    good = {"slo_classes": {"a": 1.0}, "instance_types": [{"name": "t", "gpu": "A100-80GB-SXM", "swap_time_s": 1, "count": 1}],
             "groups": [], "estimator": {"epsilon": 1.5}}
     check_numbers(QueueingSpec, good, "x.yaml")  # numbers and names: nothing to refuse
     for path, value, field in ((("estimator", "epsilon"), "1.5", "estimator.epsilon"),

@@ -354,12 +354,14 @@ def check_mode(mode: str) -> None:
 
 def resolve_model_gpu(model: str, gpu: str):
     """Catalog look-ups for the CLI; unknown names are one-line errors listing the catalog."""
-    from planner.catalog import find_gpu, find_model, gpu_names, model_names
+    from planner.catalog import find_gpu, find_model, gpu_alias_problem, gpu_names, model_names
 
     llm = find_model(model)
     if llm is None:
         raise PlannerError(f"unknown model {model!r} (catalog: {', '.join(model_names())})")
-    gpu_spec = find_gpu(gpu)
+    gpu_spec = find_gpu(gpu, aliases=False)
+    if gpu_spec is None and gpu_alias_problem(gpu):  # an alias names a family of SKUs: refused, never rewritten
+        raise PlannerError(f"--gpu: {gpu_alias_problem(gpu)}")
     if gpu_spec is None:
         raise PlannerError(f"unknown GPU type {gpu!r} (catalog: {', '.join(gpu_names())})")
     return llm, gpu_spec

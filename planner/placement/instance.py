@@ -36,7 +36,15 @@ import pandas as pd
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from planner.catalog import canonical_gpu_name, canonical_model_name, find_gpu, find_model, gpu_names, model_names
+from planner.catalog import (
+    canonical_gpu_name,
+    canonical_model_name,
+    find_gpu,
+    find_model,
+    gpu_alias_problem,
+    gpu_names,
+    model_names,
+)
 from planner.core.io import (
     MAX_REQUEST_TOKENS,
     MAX_TABLE_BYTES,
@@ -111,7 +119,9 @@ def resolve_model(spec: str | dict, source: Path | str, field: str = "model") ->
 def resolve_gpu(spec: str | dict, source: Path | str, field: str = "gpu") -> GPUSpec:
     if isinstance(spec, dict):
         return validate_model(GPUSpec, spec, source, field)
-    found = find_gpu(spec)
+    found = find_gpu(spec, aliases=False)
+    if found is None and gpu_alias_problem(spec):  # an alias names a family of SKUs: refused, never rewritten
+        raise InputError(source, field, gpu_alias_problem(spec))
     if found is None:
         raise InputError(source, field, f"unknown GPU type {spec!r} (catalog: {', '.join(gpu_names())}; or give its fields)")
     return found

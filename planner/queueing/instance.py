@@ -42,7 +42,7 @@ from typing import Annotated
 import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
 
-from planner.catalog import canonical_gpu_name, canonical_model_name, model_names
+from planner.catalog import canonical_gpu_name, canonical_model_name, gpu_alias_problem, model_names
 from planner.core.io import MAX_REQUEST_TOKENS, NotBool, check_family, check_unique, read_yaml_mapping, validate_model
 from planner.errors import InputError, PlannerError
 from planner.queueing.estimator import EstimatorSettings, group_tail_s, group_work_s, instance_fits, rates_for
@@ -224,6 +224,8 @@ def problem_from_spec(spec: QueueingSpec, path: Path | str = "<instance>") -> Qu
         gpu = canonical_gpu_name(t.gpu)
         if gpu is None:
             raise InputError(path, f"instance_types[{k}].gpu", f"unknown GPU type {t.gpu!r}")
+        if gpu.lower() != t.gpu.lower():  # an alias names a family of SKUs: refused, never rewritten
+            raise InputError(path, f"instance_types[{k}].gpu", gpu_alias_problem(t.gpu))
         if len(t.loaded_models) > t.count:
             raise InputError(path, f"instance_types[{k}].loaded_models", f"{len(t.loaded_models)} entries for {t.count} instances")
         loaded = [None if m is None else _check_model(path, f"instance_types[{k}].loaded_models[{c}]", m)
