@@ -47,6 +47,12 @@ def _compare_all_dir(tmp: Path) -> Path:
     return folder
 
 
+def _cost_rows(tmp: Path) -> Path:
+    rows = tmp / "rows.csv"
+    rows.write_text("batch_size,prompt_tokens,output_tokens\n1,512,128\n")
+    return rows
+
+
 #: (command words, extra arguments given the temporary folder) — one case per command with --json.
 CASES: dict[str, tuple[list[str], object]] = {
     "worker-config": (["worker-config", "--model", "Llama-2-70B", "--gpu", "A100-80GB-SXM"], None),
@@ -74,6 +80,9 @@ CASES: dict[str, tuple[list[str], object]] = {
                           "--time-limit", "1"], None),
     "plan cost": (["plan", "cost", "instances/deployment/cost-overload.yaml"], None),
     "workload show": (["workload", "show"], None),
+    "models": (["models"], None),
+    "cost predict": (["cost", "predict", "models/batchtime/llama-2-70b__a100-80gb-sxm__tp2.yaml"],
+                     lambda tmp: [str(_cost_rows(tmp))]),
 }
 #: the same commands again where a second form runs other code (a TP enumeration, one distribution)
 EXTRA_CASES: dict[str, list[str]] = {

@@ -44,7 +44,9 @@ def _guess_format(source: Path) -> str:
 def fit_cmd(
     source: Path = typer.Argument(..., help="profile: splitwise perf_model.csv, a Vidur profiling directory, or a batch-profile CSV"),
     fmt: str = typer.Option(None, "--format", help="splitwise | vidur | table (default: guessed from the path)"),
-    kind: str = typer.Option("aladdin", help="aladdin, bilinear, hetero (p1..p8 of the heterogeneous-cluster paper) or both (aladdin + bilinear)"),
+    kind: str = typer.Option("aladdin", help="aladdin, bilinear, hetero (p1..p8 of the heterogeneous-cluster paper), "
+                             "both (aladdin + bilinear) or batchtime (one batch-time model per configuration, "
+                             "k-fold cross-validated on measured rows)"),
     out_dir: Path = typer.Option(Path("models"), "--out-dir", help="where to write <kind>/<model>__<gpu>__tp<g>.yaml"),
     model: str = typer.Option(None, help="fit only this model (catalog name)"),
     gpu: str = typer.Option(None, help="fit only this GPU type"),
@@ -62,10 +64,15 @@ def fit_cmd(
         raise PlannerError(f"--tp must be at least 1, got {tensor_parallel}")
     check_output_dir(out_dir, "--out-dir")  # before fitting: a file, or a place that cannot be written
     fmt = fmt or _guess_format(source)
+    if kind == "batchtime":
+        if fmt not in FORMATS:
+            raise PlannerError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+        _fit_batchtime(source, fmt, out_dir, model, gpu, tensor_parallel, seed, force, json_out)
+        return
     kinds = ("aladdin", "bilinear") if kind == "both" else (kind,)
     for k in kinds:
         if k not in ("aladdin", "bilinear", "hetero"):
-            raise PlannerError(f"--kind must be aladdin, bilinear, hetero (p1..p8) or both, got {kind!r}")
+            raise PlannerError(f"--kind must be aladdin, bilinear, hetero (p1..p8), both or batchtime, got {kind!r}")
     from planner.costmodels.fitting import fit_groups  # scipy.optimize: imported only when fitting
 
     profile, dropped = _read(source, fmt)
@@ -131,3 +138,101 @@ def fit_cmd(
 
 def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v:.1f}%"
+
+
+def _fit_batchtime(source: Path, fmt: str, out_dir: Path, model: str | None, gpu: str | None,
+                   tensor_parallel: int | None, seed: int, force: bool, json_out: bool) -> None:
+    """`planner fit --kind batchtime`: `planner.costmodels.batchtime` per (model, GPU, TP), with derived forms."""
+    import warnings
+
+    from planner.catalog import canonical_gpu_name, canonical_model_name
+    from planner.costmodels.batchtime import derive_forms
+    from planner.costmodels.batchtime_sources import fit_group, splitwise_groups, vidur_groups
+    from planner.costmodels.files import cost_model_filename, load_cost_model, save_cost_model
+
+    skipped: list[str] = []
+    dropped = 0
+    if fmt == "vidur":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            groups, skipped = vidur_groups(source)
+    else:
+        profile, dropped = _read(source, fmt)
+        groups = splitwise_groups(profile)
+    want_model = (canonical_model_name(model) or model).lower() if model else None
+    want_gpu = (canonical_gpu_name(gpu) or gpu).lower() if gpu else None
+    groups = [g for g in groups if (want_model is None or g.model.lower() == want_model)
+              and (want_gpu is None or g.gpu.lower() == want_gpu)
+              and (tensor_parallel is None or g.tensor_parallel == tensor_parallel)]
+    if not groups:
+        raise PlannerError(f"{source}: no profile rows match the --model/--gpu/--tp filters")
+    rows = []
+    for g in groups:
+        label = f"{source} ({UPSTREAM[fmt]}) [model={g.model}, gpu={g.gpu}, tp={g.tensor_parallel}]"
+        try:
+            bt = fit_group(g, source=label, seed=seed)
+        except PlannerError as exc:
+            skipped.append(f"batchtime {g.model} on {g.gpu} tp{g.tensor_parallel}: skipped ({exc})")
+            continue
+        current = {}
+        if not g.attention_added:  # the shipped forms can be scored on these rows (they hold every term)
+            for k in ("aladdin", "bilinear"):
+                existing = out_dir / cost_model_filename(k, g.model, g.gpu, g.tensor_parallel)
+                if existing.exists():
+                    try:
+                        current[k] = (existing, load_cost_model(existing))
+                    except PlannerError:
+                        pass
+        bt = bt.model_copy(update={"derived": derive_forms(bt, g.rows, layers=g.layers, current=current,
+                                                           against_model=bool(g.attention_added))})
+        path = out_dir / cost_model_filename("batchtime", bt.model, bt.gpu, bt.tensor_parallel)
+        written = "skipped (exists; --force to overwrite)"
+        if force and bt.source_kind != "measured end-to-end" and path.exists() and _measured_file(path):
+            written = "kept (the existing file is fitted on end-to-end measurements)"
+        elif force or not path.exists():
+            try:
+                save_cost_model(bt, path)  # type: ignore[arg-type]
+            except OSError as exc:
+                raise PlannerError(f"{path}: cannot write the cost model: {exc.strerror or exc}") from None
+            written = "written"
+        phases = bt.fit.phases if bt.fit else {}
+        rows.append({
+            "kind": "batchtime", "model": bt.model, "gpu": bt.gpu, "tensor_parallel": bt.tensor_parallel,
+            "source_kind": bt.source_kind, "file": str(path), "status": written,
+            **{f"{ph}_train_mape": q.train_mape for ph, q in phases.items()},
+            **{f"{ph}_cv_configuration_mape": q.cv["configuration"].mape for ph, q in phases.items()},
+            **{f"{ph}_cv_batch_size_mape": q.cv["batch_size"].mape for ph, q in phases.items()},
+            "caveats": [c.code for c in bt.caveats],
+        })
+    if not rows:  # every group was refused: say why (one line) instead of an empty table
+        raise PlannerError(skipped[0] if len(skipped) == 1 else f"{skipped[0]} (and {len(skipped) - 1} more groups)")
+    if json_out:
+        print(to_json({"source": str(source), "format": fmt, "kind": "batchtime", "dropped_rows": dropped,
+                       "models": rows, "skipped": skipped}))
+        return
+    t = Table(title=f"Batch-time models from {source} ({fmt}); held-out MAPE = 5-fold cross-validation on measured "
+                    "rows (folds by configuration / by tokens in the batch)", title_justify="left")
+    for col in ("model", "gpu", "TP", "source", "prefill held-out conf/size", "decode held-out conf/size", "caveats",
+                "file"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(r["model"], r["gpu"], str(r["tensor_parallel"]), r["source_kind"],
+                  f"{_pct(r.get('prefill_cv_configuration_mape'))} / {_pct(r.get('prefill_cv_batch_size_mape'))}",
+                  f"{_pct(r.get('decode_cv_configuration_mape'))} / {_pct(r.get('decode_cv_batch_size_mape'))}",
+                  ", ".join(r["caveats"]) or "-", f"{r['file']} ({r['status']})")
+    out.print(t)
+    for line in skipped:
+        err.print(line)
+    if dropped:
+        err.print(f"{dropped} profile rows were dropped by the {fmt} reader (inconsistent; see its docstring).")
+
+
+def _measured_file(path: Path) -> bool:
+    """Whether the batch-time file at ``path`` is fitted on end-to-end measurements (never replaced by a
+    kernel composition, even with --force: measured end-to-end rows are the better source)."""
+    from planner.core.io import read_yaml_mapping
+
+    try:
+        return read_yaml_mapping(path).get("source_kind") == "measured end-to-end"
+    except PlannerError:
+        return False

@@ -19,8 +19,10 @@ import typer
 from rich.markup import escape
 
 from planner import __version__
+from planner.cli import cost as cost_cli
 from planner.cli import fit as fit_cli
 from planner.cli import fleet as fleet_cli
+from planner.cli import models as models_cli
 from planner.cli import online as online_cli
 from planner.cli import placement as placement_cli
 from planner.cli import workload as workload_cli
@@ -54,6 +56,8 @@ compare_app.command("placement")(placement_cli.compare_placement_cmd)
 generate_app.command("placement")(placement_cli.generate_placement_cmd)
 app.command("worker-config")(placement_cli.worker_config_cmd)
 app.command("fit")(fit_cli.fit_cmd)
+app.command("models")(models_cli.models_cmd)
+app.add_typer(cost_cli.app, name="cost")
 app.command("replay")(online_cli.replay_cmd)
 app.command("scaling")(online_cli.scaling_cmd)
 simulate_app.command("fleet")(fleet_cli.simulate_fleet_cmd)

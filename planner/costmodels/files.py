@@ -43,6 +43,10 @@ def load_cost_model(path: Path | str) -> AladdinCostModel | BilinearCostModel:
         from planner.costmodels.models import HeteroCostModel
 
         return validate_model(HeteroCostModel, data, path)
+    if data.get("kind") == "batchtime":  # one batch-time model per configuration (planner.costmodels.batchtime)
+        from planner.costmodels.batchtime import BatchTimeModel
+
+        return validate_model(BatchTimeModel, data, path)
     if "kind" not in data:
         raise InputError(path, "kind", "required field is missing (aladdin or bilinear)")
     if data["kind"] not in ("aladdin", "bilinear"):
