@@ -15,6 +15,11 @@ architecture quantity that drives it (catalog sizes, planner/catalog/models.yaml
 * decode per context token k3 (the KV read): x K = KV bytes/token 819,200 / 524,288 = 1.5625;
 * KV bytes per token a_kv: the 13B architecture's 2·layers·kv_heads·head_dim·2 B = 819,200 B.
 
+Each file states it has no measured rows (``measured_rows.basis: none``) and carries the caveats
+``derived_from_other_model``, ``no_measured_rows`` and the 7B file's data caveats (attention
+extrapolated, ...), quoting the 7B file's own measured-rows error in the note
+(planner/costmodels/measured_error.py `derived_annotation`).
+
 Evidence for the rule (docs/papers.md): the same rule applied 7B -> 70B (a 10x extrapolation, where
 its errors are largest) against a Vidur fit of Llama-2-70B (same source and method as the 7B file)
 gives coefficient ratios within the spread measured across TP degrees; for 13B the scalings are
@@ -35,6 +40,7 @@ from pathlib import Path
 
 from planner.catalog import find_gpu, find_model
 from planner.costmodels.files import cost_model_filename, load_cost_model, save_cost_model
+from planner.costmodels.measured_error import derived_annotation
 from planner.costmodels.models import AladdinCostModel
 from planner.errors import PlannerError
 
@@ -82,7 +88,12 @@ def derive(base: AladdinCostModel, source_file: str = "", target: str = TARGET) 
     read_dst = weight_read_s(target, base.gpu, base.tensor_parallel)
     rest = max(base.decode_base_s - read_src, 0.0)
     update["decode_base_s"] = read_dst + rest * r["layers"]
+    measured, caveats = derived_annotation(base, source_file or SOURCE, "derived_from_other_model", (
+        f"derived from {SOURCE} by architecture ratios (parameters x{r['weights']:.4f}, layers x{r['layers']:.4f}, "
+        f"KV bytes x{r['kv']:.4f}), not measured: no {target} profile exists; shard-shape efficiency not modelled"))
     update |= {
+        "measured_rows": measured,
+        "caveats": caveats,
         "model": target,
         "kv_bytes_per_token": dst.kv_bytes_per_token,
         "kv_bytes_base": base.kv_bytes_base * r["kv"],

@@ -13,5 +13,9 @@ planner fit "$DATA/profiling/splitwise_sim/perf_model.csv" --format splitwise --
 planner fit "$DATA/profiling/vidur" --format vidur --kind both --out-dir models "$@"
 planner fit "$DATA/profiling/splitwise_sim/perf_model.csv" --format splitwise --kind batchtime --out-dir models "$@"
 planner fit "$DATA/profiling/vidur" --format vidur --kind batchtime --out-dir models "$@"
-# Llama-2-13B has no profiles: its files are derived from the 7B ones (labelled DERIVED, see the script).
+# Each Aladdin / bilinear / hetero file's own error against the measured rows of its configuration (the rows
+# and folds of its batch-time file) and its caveats (attention extrapolated, above the 5 % target, ...);
+# coefficients unchanged. Needs the batch-time files above. DERIVED files get theirs from their scripts below.
+python models/annotate_measured.py --data "$DATA" --kind aladdin --kind bilinear
+# Llama-2-13B has no profiles: its files are derived from the 7B ones (labelled DERIVED, with caveats; see the script).
 python models/derive_llama2_13b.py

@@ -10,6 +10,8 @@ composition) by the published peak ratios (catalog, ../shared/data/specs/gpu_spe
 
 Not modelled: the V100 box's interconnect (the paper's machine talks over PCIe 3.0; the A100 fit
 includes NVSwitch all-reduces), so TP > 1 is optimistic here.  No tuning towards the paper's ranking.
+Each file says so in its caveats (``derived_from_other_gpu``, ``no_measured_rows`` and the A100 file's
+data caveats; ``measured_rows.basis: none``; planner/costmodels/measured_error.py `derived_annotation`).
 Run from the repository root:  python models/hetero/derive_v100.py
 """
 
@@ -19,6 +21,7 @@ from pathlib import Path
 
 from planner.catalog import find_gpu
 from planner.costmodels.files import load_cost_model, save_cost_model
+from planner.costmodels.measured_error import derived_annotation
 
 ROOT = Path(__file__).resolve().parent
 
@@ -32,7 +35,12 @@ def main() -> None:
         base = load_cost_model(src)
         update = {f"p{k}": getattr(base, f"p{k}") * compute for k in (1, 2, 3, 4)}
         update |= {f"p{k}": getattr(base, f"p{k}") * memory for k in (5, 6, 7, 8)}
+        measured, caveats = derived_annotation(base, src.name, "derived_from_other_gpu", (
+            f"no V100 data: the A100 fit scaled by constants (prefill x{compute:.3f}, decode x{memory:.3f}), not "
+            "measured; each phase keeps the A100 fit's relative cost across TP degrees, so V100-specific effects "
+            "cannot show (the V100 PCIe interconnect is not modelled: TP > 1 optimistic)"))
         update |= {
+            "measured_rows": measured, "caveats": caveats,
             "gpu": v100.name, "fit": None,
             "provenance": (f"DERIVED, NOT MEASURED: {src.name} (Vidur composition, A100) with prefill p1..p4 x "
                            f"{compute:.3f} (fp16 TFLOPS 312/125) and decode p5..p8 x {memory:.3f} (bandwidth 2039/900); "

@@ -3,9 +3,12 @@
 Per row: ``source`` (measured end-to-end / kernel composition / derived / published, read from the file);
 ``heldout`` with its ``heldout_basis`` (batch-time files: 5-fold cross-validation on measured rows; Aladdin,
 bilinear and hetero files: their own 25 % hold-out, which for Vidur fits is on rows the fitter composed);
-for Aladdin / bilinear / hetero files with a batch-time file of the same configuration, also
-``measured_rows_heldout_mape`` (the form's 5-fold cross-validation on that file's measured rows, when they
-hold every term) and ``measured_rows_mape`` (this file's coefficients on those rows); ``caveats`` (codes).
+for Aladdin / bilinear / hetero files, from the file's own ``measured_rows`` section
+(planner/costmodels/measured_error.py): ``measured_rows`` (the section), ``measured_rows_basis`` (measured
+rows / batch-time model / none), ``measured_rows_mape`` (this file's coefficients on the measured rows of
+its configuration) and ``measured_rows_heldout_mape`` (its form's 5-fold cross-validation on them);
+``caveats`` (codes: the file's own, plus ``scored_on_synthesised_rows`` for a ``heldout`` on composed rows and
+``no_measured_rows_section`` for a file that states no error against measured rows).
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ def _source_of(kind: str, data: dict[str, Any]) -> str:
     return "unknown"
 
 
-def describe_file(path: Path, kind: str, batchtime: dict[tuple[str, str, int], dict]) -> dict[str, Any]:
+def describe_file(path: Path, kind: str) -> dict[str, Any]:
     """One row of `planner models` for ``path`` (read with the loader of its kind: a bad file is an error row)."""
     from planner.core.io import read_yaml_mapping  # noqa: PLC0415
 
@@ -99,22 +102,41 @@ def describe_file(path: Path, kind: str, batchtime: dict[tuple[str, str, int], d
             basis += " of rows composed by the fitter (includes extrapolated attention; not measured rows)"
             caveats.append("scored_on_synthesised_rows")
         if row["source"] == "derived":
-            basis = "none on this hardware (derived from another GPU's fit)"
-            caveats.append("derived_from_other_gpu")
+            basis = "none (derived, not fitted)"
+        if row["source"] == "published":
+            basis = "none (published coefficients)"
         row["heldout_basis"] = basis
-        key = (str(row["model"]), str(row["gpu"]), int(row["tensor_parallel"] or 0))
-        form = kind if kind != "hetero" else "bilinear"
-        bt = batchtime.get(key, {})
-        derived = (bt.get("derived") or {}).get(form) or {}
-        if derived.get("current_file_mape"):
-            row["measured_rows_mape"] = derived["current_file_mape"]  # this file's coefficients, in-sample
-        phases = (bt.get("fit") or {}).get("phases") or {}
-        if all(form in (phases.get(ph) or {}).get("forms_cv", {}) for ph in ("prefill", "decode")):
-            # 5-fold CV (configuration folds) of this form's least-squares fit on the measured rows
-            row["measured_rows_heldout_mape"] = {ph: phases[ph]["forms_cv"][form]["direct"]
-                                                 for ph in ("prefill", "decode")}
+        # the file's own error against the measured rows of its configuration (planner/costmodels/measured_error.py)
+        measured = data.get("measured_rows")
+        if measured is None:
+            caveats.append("no_measured_rows_section")  # the file states no error against measured rows
+        else:
+            phases = measured.get("phases") or {}
+            row["measured_rows_basis"] = measured.get("basis")
+            row["measured_rows"] = measured
+            if phases:
+                row["measured_rows_mape"] = {ph: q.get("mape") for ph, q in phases.items()}
+                if any(q.get("cv_mape") is not None for q in phases.values()):
+                    row["measured_rows_heldout_mape"] = {ph: q.get("cv_mape") for ph, q in phases.items()}
+        caveats += [c["code"] for c in data.get("caveats") or [] if c["code"] not in caveats]
     row["caveats"] = caveats
     return row
+
+
+def _measured_cell(row: dict[str, Any], phase: str) -> str:
+    """``file % / CV %`` of the file's ``measured_rows`` section, for the table."""
+    basis = row.get("measured_rows_basis")
+    if basis is None:
+        return "-"
+    if basis == "none":
+        return "none"
+    q = ((row.get("measured_rows") or {}).get("phases") or {}).get(phase) or {}
+    if q.get("mape") is None:
+        return "-"
+    text = f"{q['mape']:.1f}%"
+    if basis == "batch-time model":
+        return f"{text} (model)"
+    return text + ("" if q.get("cv_mape") is None else f" / {q['cv_mape']:.1f}%")
 
 
 def models_cmd(
@@ -123,31 +145,24 @@ def models_cmd(
     json_out: JsonOption = False,
 ) -> None:
     """List every cost-model file: kind, source, coverage and held-out error (and the basis of that error)."""
-    from planner.core.io import read_yaml_mapping  # noqa: PLC0415
     from planner.costmodels.files import default_models_dir  # noqa: PLC0415
 
     root = Path(models_dir) if models_dir else default_models_dir()
     if not root.is_dir():
         raise PlannerError(f"{root}: models directory not found")
-    batchtime: dict[tuple[str, str, int], dict] = {}
-    for path in sorted((root / "batchtime").glob("*.yaml")):
-        try:
-            data = read_yaml_mapping(path)
-            batchtime[(str(data.get("model")), str(data.get("gpu")), int(data.get("tensor_parallel", 0)))] = data
-        except (PlannerError, TypeError, ValueError):
-            continue
-    rows = [describe_file(p, kind, batchtime) for kind in COST_MODEL_KINDS
+    rows = [describe_file(p, kind) for kind in COST_MODEL_KINDS
             for p in sorted((root / kind).glob("*.yaml"))]
     if json_out:
         print(to_json({"models_dir": str(root), "target_mape_pct": 5.0, "models": rows}))
         return
     t = Table(title=f"Cost-model files under {root}; held-out MAPE on rows not used for fitting (basis per kind: "
                     "see --json heldout_basis)", title_justify="left")
-    for col in ("kind", "model", "gpu", "TP", "source", "prefill held-out", "decode held-out", "caveats", "file"):
-        t.add_column(col)
+    for col in ("kind", "model", "gpu", "TP", "source", "prefill held-out", "decode held-out",
+                "prefill measured file / CV", "decode measured file / CV", "caveats", "file"):
+        t.add_column(col, overflow="fold" if col == "caveats" else "ellipsis", min_width=24 if col == "caveats" else None)
     for r in rows:
         if "error" in r:
-            t.add_row(r["kind"], "-", "-", "-", "-", "-", "-", "unreadable", r["file"])
+            t.add_row(r["kind"], "-", "-", "-", "-", "-", "-", "-", "-", "unreadable", r["file"])
             continue
         held = r.get("heldout") or {}
 
@@ -156,8 +171,13 @@ def models_cmd(
             return "-" if v is None else f"{v:.1f}%"
 
         t.add_row(r["kind"], str(r["model"]), str(r["gpu"] or "-"), str(r["tensor_parallel"] or "-"), r["source"],
-                  pct("prefill"), pct("decode"), ", ".join(r["caveats"]) or "-", Path(r["file"]).name)
+                  pct("prefill"), pct("decode"), _measured_cell(r, "prefill"), _measured_cell(r, "decode"),
+                  "\n".join(r["caveats"]) or "-", Path(r["file"]).name)
     out.print(t)
+    out.print("measured file / CV: this file's own MAPE on the measured rows of its configuration / its form's "
+              "5-fold cross-validated MAPE on them; '(model)': scored against the batch-time model (the rows hold no "
+              "attention); 'none': no measured rows; '-': batch-time files (their held-out IS on measured rows) or "
+              "no section in the file.")
     bad = [r for r in rows if "error" in r]
     for r in bad:
         err.print(r["error"])

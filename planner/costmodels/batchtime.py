@@ -50,6 +50,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, PositiveInt
 
+from planner.costmodels.models import Caveat  # the caveat vocabulary shared by every file kind
 from planner.errors import PlannerError
 
 CV_FOLDS = 5
@@ -63,14 +64,6 @@ ROW_COLUMNS = ("phase", "batch_size", "chunk_tokens", "context_tokens", "time_s"
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Caveat(_Frozen):
-    """A machine-readable limit of the model: ``code`` (stable identifier) and a one-line ``detail``."""
-
-    code: Literal["attention_extrapolated", "attention_not_scored", "no_chunked_prefill_rows", "above_target",
-                  "allreduce_interpolated", "cpu_overhead_fitted", "derived_from_other_gpu"]
-    detail: str
 
 
 class CrossValidation(_Frozen):

@@ -2,7 +2,10 @@
 
 Both are frozen pydantic models stored as YAML under ``models/`` with field
 names that carry their units, a one-line ``provenance`` and, when fitted, a
-``fit`` summary with held-out error.
+``fit`` summary with held-out error.  Shipped files also carry ``measured_rows`` (the file's own
+error against the measured rows of its configuration, and the k-fold cross-validated error of its
+form; `planner.costmodels.measured_error`) and ``caveats`` (machine-readable limits, `Caveat`; the
+same codes as the batch-time files).  Files without them (older or user-fitted) load unchanged.
 
 Aladdin (FORMULATIONS.md §1.2), one set per (model, GPU type, TP degree g):
 
@@ -53,6 +56,61 @@ class FitSummary(_Frozen):
     note: str = ""
 
 
+#: Caveat codes shared by every cost-model file (batch-time, Aladdin, bilinear, hetero).
+CaveatCode = Literal[
+    "attention_extrapolated",  # attention measured for one shape only; this shape's terms are scaled from it
+    "attention_not_scored",  # the measured rows of this shape hold no attention: the error covers the rest only
+    "no_chunked_prefill_rows",  # no measured prefill over cached context
+    "above_target",  # an error figure against measured rows is above the 5 % target
+    "allreduce_interpolated",  # all-reduce sizes interpolated in the measured network profile
+    "cpu_overhead_fitted",  # CPU overhead is a line through measured host rows
+    "derived_from_other_gpu",  # coefficients of another GPU scaled by constants (no data for this GPU)
+    "derived_from_other_model",  # coefficients of another model scaled by architecture ratios (no profile)
+    "no_measured_rows",  # no measured rows of this configuration: no error against measurements is stated
+    "published_coefficients",  # coefficients copied from a paper, not fitted here
+]
+
+
+class Caveat(_Frozen):
+    """A machine-readable limit of the model: ``code`` (stable identifier) and a one-line ``detail``."""
+
+    code: CaveatCode
+    detail: str
+
+
+class MeasuredPhaseError(_Frozen):
+    """Error of one phase against the measured rows (percent).
+
+    ``mape``/``max_ape``: this file's own coefficients on every row of the phase.  ``cv_mape``: the
+    k-fold cross-validated MAPE of this file's FORM (least squares of the form on the training folds,
+    scored on the held-out fold; folds = those of the batch-time file of the configuration).
+    """
+
+    rows: int
+    mape: float
+    max_ape: float
+    cv_mape: float | None = None
+
+
+class MeasuredRowsError(_Frozen):
+    """This file's error against the measured rows of its (model, GPU, TP) configuration.
+
+    ``basis``: ``measured rows`` (rows that hold the whole batch time: end-to-end measurements or
+    compositions of measured kernel rows), ``batch-time model`` (the shape's measured rows hold no
+    attention: the file is scored against the batch-time model of the configuration — measured
+    non-attention fit + extrapolated attention — on its measured inputs × decode contexts 128..4096) or
+    ``none`` (no measured rows for this configuration; ``phases`` is empty).
+    """
+
+    basis: Literal["measured rows", "batch-time model", "none"]
+    rows_source: str | None = None
+    scored_terms: str | None = None
+    folds: PositiveInt | None = None
+    seed: int | None = None
+    phases: dict[str, MeasuredPhaseError] = Field(default_factory=dict)
+    note: str = ""
+
+
 class ValidRange(_Frozen):
     """Range of the profiling data the fit saw; outside it the model extrapolates."""
 
@@ -77,6 +135,8 @@ class AladdinCostModel(_Frozen):
     valid_range: ValidRange | None = None
     provenance: str = ""
     fit: FitSummary | None = None
+    measured_rows: MeasuredRowsError | None = None
+    caveats: list[Caveat] | None = None
 
     def prefill_time(self, total_input_tokens: float) -> float:
         """Eq. 2: time of one prefill batch holding ``total_input_tokens`` prompt tokens."""
@@ -124,6 +184,8 @@ class BilinearCostModel(_Frozen):
     valid_range: ValidRange | None = None
     provenance: str = ""
     fit: FitSummary | None = None
+    measured_rows: MeasuredRowsError | None = None
+    caveats: list[Caveat] | None = None
 
     @property
     def seconds_per_unit(self) -> float:
@@ -172,6 +234,8 @@ class HeteroCostModel(_Frozen):
     valid_range: ValidRange | None = None
     provenance: str = ""
     fit: FitSummary | None = None
+    measured_rows: MeasuredRowsError | None = None
+    caveats: list[Caveat] | None = None
 
     @property
     def seconds_per_unit(self) -> float:
@@ -187,7 +251,8 @@ class HeteroCostModel(_Frozen):
             model=self.model, gpu=self.gpu, tensor_parallel=self.tensor_parallel, time_unit=self.time_unit,
             prefill=BilinearCoefficients(alpha=self.p1, beta=self.p2, gamma=self.p3, delta=self.p4),
             decode=BilinearCoefficients(alpha=self.p5, beta=self.p6, gamma=self.p7, delta=self.p8),
-            valid_range=self.valid_range, provenance=self.provenance, fit=self.fit)
+            valid_range=self.valid_range, provenance=self.provenance, fit=self.fit,
+            measured_rows=self.measured_rows, caveats=self.caveats)
 
     def prefill_time_s(self, batch_size: float, input_tokens: float) -> float:
         """Eq. 3 in seconds: ``p1·b·I + p2·b + p3·I + p4``."""
@@ -199,3 +264,13 @@ class HeteroCostModel(_Frozen):
 
 
 CostModel = Annotated[AladdinCostModel | BilinearCostModel | HeteroCostModel, Field(discriminator="kind")]
+
+
+def cost_model_caveats(model: object) -> list[str]:
+    """The caveats a cost model's file states, as ``"code: detail"`` lines (empty when it states none).
+
+    Works for every file kind with a ``caveats`` list (Aladdin, bilinear, hetero, batch-time); outputs
+    built on the model print these beside their numbers.
+    """
+    return [f"{c.code}: {c.detail}" for c in (getattr(model, "caveats", None) or [])]
+
