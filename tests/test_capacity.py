@@ -81,6 +81,15 @@ def test_end_to_end_writes_html_csv_parquet_with_the_expected_columns(small_run)
     assert len(csv) == 12
     assert set(csv.gpu) == {"A100-80GB-SXM", "H100-80GB-SXM"}
     assert (out / "results.sqlite").exists() and (out / "eq7.csv").exists()
+    # the one-class mixed fleet at every rate, never above the cheapest single configuration (no inventory)
+    from planner.capacity.report import MIXED_COLUMNS
+
+    mixed = pd.read_csv(out / "mixed.csv")
+    assert tuple(mixed.columns) == MIXED_COLUMNS and mixed.rate.tolist() == [1, 2, 3, 4]
+    assert (mixed.kind == "one class").all() and mixed.met.all()
+    cheapest = csv.groupby("rate").usd_per_hour.min()
+    assert (mixed.usd_per_hour.to_numpy() <= cheapest.loc[mixed.rate].to_numpy() + 1e-9).all()
+    assert "Mixed fleet at every rate" in html
 
 
 def test_gpu_counts_are_monotone_in_rate_and_bounds_hold(small_run):

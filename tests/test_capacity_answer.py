@@ -144,46 +144,6 @@ def test_scaling_shows_the_fleet_answer_and_bound_beside_aladdins_online_heurist
     assert row["fleet_p99_ttft_s"] <= 1 and row["fleet_p99_tpot_s"] <= 0.06
 
 
-MIXED = """\
-name: mixed
-model: Llama-2-70B
-slos: {{ttft_s: 1.6, tpot_s: 0.075}}
-workload: {{distribution: sharegpt}}
-rates: [6]
-gpus:
-  - {{type: A100-80GB-SXM, price_per_hour: 1.8, tensor_parallel: [4]}}
-  - {{type: H100-80GB-SXM, price_per_hour: 3.0, tensor_parallel: [4]{available}}}
-simulation: {{duration_s: 300, snapshot: false}}
-solve: {{seed: 5}}
-"""
-
-
-@pytest.mark.parametrize("available", [None, 8])
-def test_mixed_fleet_is_planned_by_the_class_milp_and_checked_by_simulation(tmp_path, available):
-    from planner.capacity.run import run_capacity
-
-    extra = "" if available is None else f", available: {available}"
-    path = tmp_path / "mixed.yaml"
-    path.write_text(MIXED.format(available=extra))
-    result = run_capacity(load_scenario(path), tmp_path / "out", executor="serial", progress=False)
-    mixed = result.mixed
-    assert mixed is not None and mixed.met and mixed.check["feasible"]
-    assert mixed.check["objective"] == sum(mixed.counts.values())
-    # μ_c = rate / the configuration's own simulated answer
-    for row in result.points.itertuples():
-        assert mixed.capacities[f"{row.gpu} TP{row.tensor_parallel}"] == pytest.approx(6 / row.workers)
-    prices = {"A100-80GB-SXM": 1.8, "H100-80GB-SXM": 3.0}
-    assert mixed.usd_per_hour == pytest.approx(sum(prices[g] * n for g, n in mixed.gpus.items()))
-    if available is None:
-        # every single configuration is a feasible plan of the MILP: the plan never costs more than the best one
-        assert mixed.plan_usd_per_hour <= result.points.usd_per_hour.min() + 1e-9
-    else:
-        assert mixed.gpus["H100-80GB-SXM"] <= available
-        h100 = result.points[result.points.gpu == "H100-80GB-SXM"].iloc[0]
-        if h100.gpus > available:  # the H100 fleet alone does not fit: the mix adds A100s
-            assert mixed.gpus["A100-80GB-SXM"] > 0
-
-
 def test_the_scenario_offers_exactly_the_fleet_routers_and_presets():
     import typing
 

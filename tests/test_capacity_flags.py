@@ -254,8 +254,8 @@ BAD_FLAGS: dict[str, tuple] = {  # (arguments, needles in the one stderr line)
     "tpot negative": ([*_without(QUERY, "--tpot"), "--tpot", "-0.05", "--rate", "1"],
                       "--tpot: Input should be greater than 0"),
     "tpot and atgt differ": ([*QUERY, "--atgt", "0.1", "--rate", "1"], "the same quantity"),
-    "no cost model for the model": ([*_without(QUERY, "--model"), "--model", "Llama-2-13B", "--rate", "1"],
-                                    "--model: no Aladdin cost model for Llama-2-13B"),
+    "no cost model for the model": ([*_without(QUERY, "--model"), "--model", "Mistral-7B-v0.1", "--rate", "1"],
+                                    "--model: no Aladdin cost model for Mistral-7B-v0.1"),
     "no cost model for the gpu": (["--model", "Llama-2-70B", "--gpu", "A10-24GB", "--price", "A10-24GB=1",
                                    "--ttft", "1", "--tpot", "0.05", "--rate", "1"],
                                   "--gpu: no Aladdin cost model for Llama-2-70B on A10-24GB"),
@@ -356,3 +356,17 @@ def test_fixed_length_distribution_is_degenerate():
     inputs, outputs = dist.sample(200, np.random.default_rng(1))
     assert set(inputs) == {123} and set(outputs) == {45}
     assert dist.predict_output(123)[0] == 45 and dist.max_total_tokens == 168
+
+
+def test_bucket_flags_and_the_classes_section_give_the_same_scenario(tmp_path, monkeypatch, capsys):
+    flags = _cli_scenario(monkeypatch, capsys, *QUERY, "--tp", "2", "--rate", "4", "--bucket", "input=512,2048",
+                          "--bucket", "output=128")
+    text = ("model: Llama-2-70B\nslos: {ttft_s: 1, atgt_s: 0.05}\nrates: [4]\n"
+            "gpus:\n  - {type: H100-80GB-SXM, price_per_hour: 3, tensor_parallel: [2]}\n")
+    from_file = load_scenario(_yaml(tmp_path, text + "classes: {input: [512, 2048], output: [128]}\n"))
+    assert flags.class_input_edges == (512, 2048) and flags.class_output_edges == (128,) and flags.has_classes
+    assert flags.classes_fingerprint() == from_file.classes_fingerprint()
+    # the classes do not change a point: the points' database is shared with the same scenario without them
+    plain = load_scenario(_yaml(tmp_path, text))
+    assert not plain.has_classes and plain.fingerprint() == flags.fingerprint()
+    assert plain.classes_fingerprint() != flags.classes_fingerprint()

@@ -212,3 +212,63 @@ def test_aladdin_kv_check_equals_the_dense_footprint_of_workerload() -> None:
         got = _kv_fits(W, 0, k, float(I0[k]), r_new, limit, I0.astype(np.int64), gen.astype(np.int64),
                        pred.astype(np.int64), nxt, np.empty(n, np.int64), np.empty(n))
         assert got == bool(dense.max() <= limit), (I0, gen, pred, limit)
+
+
+@pytest.mark.parametrize("router", ["jsq", "round_robin", "least_kv", "aladdin"])
+def test_groups_confine_each_request_to_its_workers_and_do_not_interact(router) -> None:
+    """Requests of group g only reach workers of group g, so the fleet is independent fleets side by side:
+    each group's requests on its workers alone give exactly the same times (and workers, renumbered)."""
+    rng = np.random.default_rng(4)
+    n = 300
+    reqs = FleetRequests(np.sort(rng.uniform(0, 60, n)), rng.integers(10, 800, n), rng.integers(2, 120, n))
+    fast = WorkerSpec(cost=COST, M=6000, scheduler="vllm", C=2000, label="fast")
+    slow = WorkerSpec(cost=LinearBatchCost(pb=0.2, pt=0.002, db=0.08), M=4000, scheduler="sarathi", label="slow")
+    fleet = [fast, slow, fast, slow, slow]
+    wgroup = np.array([0, 1, 0, 2, 2])
+    rgroup = rng.integers(0, 3, n)
+    res = simulate_fleet(reqs, fleet, router=router, tpot_s=0.2, request_groups=rgroup, worker_groups=wgroup)
+    assert (wgroup[res.worker] == rgroup).all()
+    for g in range(3):
+        mine = rgroup == g
+        members = np.flatnonzero(wgroup == g)
+        sub = FleetRequests(reqs.arrival_s[mine], reqs.input_tokens[mine], reqs.output_tokens[mine])
+        alone = simulate_fleet(sub, [fleet[w] for w in members], router=router, tpot_s=0.2)
+        assert np.array_equal(members[alone.worker], res.worker[mine])
+        assert np.array_equal(alone.first_token_s, res.first_token_s[mine])
+        assert np.array_equal(alone.finish_s, res.finish_s[mine])
+
+
+def test_round_robin_takes_turns_within_each_group_and_ungrouped_requests_go_anywhere() -> None:
+    spec = WorkerSpec(cost=COST, M=5000, scheduler="vllm", C=1000)
+    reqs = FleetRequests(np.arange(8) * 0.01, [10] * 8, [5] * 8)
+    res = simulate_fleet(reqs, spec, n_workers=4, router="round_robin",
+                         request_groups=[0, 1, 0, 1, 0, -1, 1, -1], worker_groups=[0, 0, 1, 1])
+    # group 0 → workers 0, 1 in turn; group 1 → workers 2, 3 in turn; -1 → the next of all four in turn
+    assert res.worker.tolist() == [0, 2, 1, 3, 0, 0, 2, 1]
+
+
+@pytest.mark.parametrize("groups, needle", [
+    (([0, 0], None), "give request_groups and worker_groups together"),
+    (([0], [0, 0]), "request_groups has shape (1,), expected (2,)"),
+    (([0, 2], [0, 1]), "request 1 is in group 2, which has no worker"),
+    (([0, 0.5], [0, 1]), "request_groups must hold whole numbers"),
+    (([0, 0], [0, -1]), "worker_groups must hold whole numbers ≥ 0"),
+])
+def test_bad_groups_are_one_clear_error(groups, needle) -> None:
+    from planner.errors import PlannerError
+
+    spec = WorkerSpec(cost=COST, M=5000, scheduler="vllm", C=1000)
+    with pytest.raises(PlannerError) as info:
+        simulate_fleet(FleetRequests([0.0, 1.0], [10, 10], [5, 5]), spec, n_workers=2, router="jsq",
+                       request_groups=groups[0], worker_groups=groups[1])
+    assert needle in str(info.value)
+
+
+def test_a_group_whose_workers_are_too_small_is_named() -> None:
+    small = WorkerSpec(cost=COST, M=100, scheduler="sarathi", label="small")
+    big = WorkerSpec(cost=COST, M=10_000, scheduler="sarathi", label="big")
+    from planner.errors import InfeasibleError
+
+    with pytest.raises(InfeasibleError, match="request 1 needs 504 KV tokens .* KV limit of group 0 is M = 100"):
+        simulate_fleet(FleetRequests([0.0, 0.1], [10, 500], [5, 5]), [small, big], router="jsq",
+                       request_groups=[0, 0], worker_groups=[0, 1])

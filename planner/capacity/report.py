@@ -1,6 +1,7 @@
 """Outputs of `planner capacity`: a self-contained HTML report (plots embedded as base64 PNGs),
-``points.csv`` / ``points.parquet`` (every point) and ``eq7.csv`` (the fitted lines), and the
-headline of ``--json`` (`json_summary`).
+``points.csv`` / ``points.parquet`` (every point), ``eq7.csv`` (the fitted lines) and ``mixed.csv``
+(the mixed-fleet answer per rate, one class and, with ``classes:``, size classes), and the headline of
+``--json`` (`json_summary`).
 
 The output directory.  ``DIR/results.sqlite`` is the sweep's results database: a re-run of the
 same scenario resumes from it (finished points are not solved again; a database of another
@@ -111,7 +112,15 @@ def plot_cost(result: CapacityResult) -> str:
     for k, (label, frame) in enumerate(_series(result.points)):
         ax.plot(frame.rate, frame.usd_per_hour, "o-", color=f"C{k}", label=label, alpha=0.8)
     front = result.points.groupby("rate").usd_per_hour.min().sort_index()
-    ax.plot(front.index, front.values, "k--", linewidth=1.5, label="cheapest at each rate (Pareto front)")
+    ax.plot(front.index, front.values, "k--", linewidth=1.5, label="cheapest single configuration (Pareto front)")
+    mixed = [m for m in result.mixed_by_rate if m.counts]
+    if mixed:
+        ax.plot([m.rate for m in mixed], [m.usd_per_hour for m in mixed], "s-", color="black", linewidth=2,
+                markersize=6, label="mixed fleet (class MILP, simulated)")
+    buckets = [m for m in result.classes_by_rate if m.counts]
+    if buckets:
+        ax.plot([m.rate for m in buckets], [m.usd_per_hour for m in buckets], "D-", color="tab:purple", linewidth=2,
+                markersize=6, label=f"mixed fleet over {buckets[0].kind} (class-aware routing, simulated)")
     ax.set_xlabel("arrival rate (req/s)")
     ax.set_ylabel("US$ per hour")
     ax.set_title("Fleet cost vs arrival rate (simulated answers)")
@@ -159,8 +168,8 @@ def _table(frame: pd.DataFrame, columns: list[tuple[str, str]], best_col: str | 
         for i, (col, _) in enumerate(columns):
             value = row[col]
             if isinstance(value, float):
-                text = f"{value:.4g}" if col not in ("usd_per_hour", "gap") else (
-                    f"{value:,.2f}" if col == "usd_per_hour" else f"{100 * value:.1f}%")
+                text = f"{value:.4g}" if not (col.endswith("usd_per_hour") or col == "gap") else (
+                    f"{value:,.2f}" if col.endswith("usd_per_hour") else f"{100 * value:.1f}%")
             else:
                 text = "-" if value is None else str(value)
             left = i == 0 or not isinstance(value, Number) or isinstance(value, (bool, np.bool_))
@@ -190,7 +199,37 @@ def answer_lines(result: CapacityResult) -> list[str]:
         )
     if result.mixed is not None and result.mixed.counts:
         lines.append(result.mixed.line())
+    over = [m for m in result.classes_by_rate if m.rate == top]
+    if over:
+        lines.append(over[0].line() if over[0].counts else f"Mixed fleet over {over[0].kind} at {top:g} req/s: "
+                                                           f"{over[0].note}.")
     return lines
+
+
+#: Columns of ``mixed.csv`` (one row per rate and kind of mix).
+MIXED_COLUMNS = ("kind", "rate", "fleet", "gpus", "usd_per_hour", "met", "source", "repairs", "plan_usd_per_hour",
+                 "plan_bound_usd_per_hour", "plan_status", "best_single", "best_single_usd_per_hour",
+                 "one_class_usd_per_hour", "p_ttft_s", "p_tpot_s", "attainment", "note")
+MIXED_HTML_COLUMNS = [("rate", "req/s"), ("fleet", "mixed fleet (workers)"), ("usd_per_hour", "$/h"),
+                      ("met", "meets (simulated)"), ("source", "from"), ("plan_usd_per_hour", "MILP plan $/h"),
+                      ("best_single", "best single"), ("best_single_usd_per_hour", "best single $/h"),
+                      ("note", "note")]
+CLASSES_NOTE = ("Per rate and class k: μ_(k,c) = rate / N_(k,c), N_(k,c) the fewest workers of c meeting the "
+                "criterion on class k alone at the whole rate (planner.capacity.classes); the class MILP routes each "
+                "class's rate over the configurations; the fleet is simulated on the full stream with each request "
+                "sent to a configuration by its class's routed-rate split (smooth weighted round robin) and then by "
+                "the scenario's router among that configuration's workers; repaired like the one-class mix.")
+
+
+def mixed_frame(answers) -> pd.DataFrame:
+    """One row per `MixedAnswer` (``mixed.csv``, the report's tables)."""
+    rows = []
+    for m in answers:
+        d = m.to_dict()
+        d["fleet"] = " + ".join(f"{n} × {name}" for name, n in m.counts.items() if n) or "-"
+        d["gpus"] = " + ".join(f"{n} × {g}" for g, n in m.gpus.items() if n) or "-"
+        rows.append({k: d.get(k) for k in MIXED_COLUMNS})
+    return pd.DataFrame(rows, columns=list(MIXED_COLUMNS))
 
 
 def _valid(point: dict) -> bool:
@@ -322,14 +361,30 @@ def render_html(result: CapacityResult) -> str:
                                   ("attainment", "attainment"), ("utilisation", "utilisation"),
                                   ("snapshot_workers", "snapshot workers"), ("snapshot_status", "snapshot"),
                                   ("usd_per_hour", "$/h"), ("seconds", "s")], best_col="best_config"))
-    if result.mixed is not None:
-        m = result.mixed
-        parts.append("<h2>Mixed fleet at the highest rate</h2>")
-        parts.append("<p>" + html.escape(m.line() if m.counts else m.note) + "</p>")
-        parts.append("<p class='small'>Per-worker rates μ (req/s, measured by the simulator at this rate): "
-                     + html.escape(", ".join(f"{k}: {v:.3g}" for k, v in m.capacities.items()))
-                     + f". MILP plan ${m.plan_usd_per_hour:,.2f}/h ({html.escape(m.plan_status)}); the mix is then "
-                     "simulated on the same stream (JSQ) and workers are added until it meets the criterion.</p>")
+    if result.mixed_by_rate:
+        parts.append("<h2>Mixed fleet at every rate</h2>")
+        parts.append(_table(mixed_frame(result.mixed_by_rate), MIXED_HTML_COLUMNS))
+        m = result.mixed_by_rate[-1]
+        parts.append("<p class='small'>Per rate: per-worker rates μ_c = rate / N_c (N_c: the configuration's own "
+                     "simulated answer) into the request-class MILP (one class, the whole workload; inventory "
+                     "respected); the plan is simulated on the rate's stream (the scenario's router over every "
+                     "worker) and workers are added until it meets the criterion; a repaired mix that would cost "
+                     "more than the best single configuration is replaced by it. At "
+                     f"{m.rate:g} req/s μ = " + html.escape(", ".join(f"{k}: {v:.3g}" for k, v in m.capacities.items()))
+                     + " req/s per worker.</p>")
+    classes = result.classes_by_rate
+    if classes:
+        parts.append(f"<h2>Mixed fleet over {html.escape(classes[0].kind)} (request classes)</h2>")
+        parts.append(_table(mixed_frame(classes), MIXED_HTML_COLUMNS + [("one_class_usd_per_hour", "one-class mix $/h")]))
+        for m in classes:
+            cap = "; ".join(f"{k}: " + ", ".join(f"{c} {v:.3g}" for c, v in row.items())
+                            for k, row in m.class_capacities.items())
+            split = "; ".join(f"{k} → " + ", ".join(f"{c} {100 * v:.0f} %" for c, v in row.items())
+                              for k, row in m.routing.items())
+            parts.append(f"<p class='small'>{m.rate:g} req/s — classes (req/s): "
+                         + html.escape(", ".join(f"{k} {v:.3g}" for k, v in m.classes.items()))
+                         + f"<br>μ_(k,c) (req/s per worker): {html.escape(cap)}<br>routing: {html.escape(split)}</p>")
+        parts.append("<p class='small'>" + html.escape(CLASSES_NOTE) + "</p>")
     parts.append("<h2>How to read this</h2><ul class='small'>")
     parts.append(f"<li>Answer: the fewest workers whose simulated fleet meets the criterion ({html.escape(s.criterion_label)}) "
                  f"on a seeded Poisson stream of {s.window_s:g} s (requests arriving in the first {s.warmup_s:g} s are not "
@@ -353,7 +408,8 @@ def render_html(result: CapacityResult) -> str:
 
 
 #: The files `write_outputs` writes into the output directory, by key.
-REPORT_FILES = {"report": "report.html", "csv": "points.csv", "parquet": "points.parquet", "eq7": "eq7.csv"}
+REPORT_FILES = {"report": "report.html", "csv": "points.csv", "parquet": "points.parquet", "eq7": "eq7.csv",
+                "mixed": "mixed.csv"}
 
 
 def check_report_files(out_dir: Path, force: bool) -> None:
@@ -375,6 +431,8 @@ def write_outputs(result: CapacityResult, out_dir: Path, force: bool = False) ->
     paths = {key: out_dir / name for key, name in REPORT_FILES.items()}
     buf = io.BytesIO()
     table.astype({"eq7_workers": "Float64"}).to_parquet(buf, index=False)
+    mixed = mixed_frame([*result.mixed_by_rate, *result.classes_by_rate])
     write_files([(paths["csv"], table.to_csv(index=False)), (paths["parquet"], buf.getvalue()),
-                 (paths["eq7"], result.fits.to_csv(index=False)), (paths["report"], render_html(result))], force)
+                 (paths["eq7"], result.fits.to_csv(index=False)), (paths["mixed"], mixed.to_csv(index=False)),
+                 (paths["report"], render_html(result))], force)
     return paths

@@ -25,6 +25,11 @@ Analysis of the finished points, per (GPU type, TP) series in rate order
   each series of answers with at least two distinct rates.
 * **$/h** = GPUs × price per GPU-hour; the best configuration of a GPU type at a rate is its TP
   degree with the fewest GPUs (ties: the smaller degree).
+* **Mixed fleets** (`planner.capacity.mix`): at every rate with answers for ≥ 2 configurations, the
+  cheapest mix by the request-class MILP on the measured per-worker rates, checked by simulation; with
+  the scenario's size classes also the mix over the classes with class-aware routing
+  (`planner.capacity.classes`, its capacities swept like the points into a database of their own,
+  `planner.capacity.classes.db_name`).
 * **Per point, for ``--json``**: ``solver`` (``fleet-simulation``), ``validation`` (the criterion
   recounted from the per-request times, `criterion_check`), ``bound`` (the certified bound with its
   terms, assumptions and ``relative_to``), ``snapshot_validation`` (the placement validator's verdict
@@ -93,6 +98,12 @@ class CapacityResult:
     curves: dict[tuple[str, int, float], dict[str, list[float]]] = field(default_factory=dict)
     #: the cheapest mix of the swept configurations at the highest rate, checked by simulation (`planner.capacity.mix`)
     mixed: Any = None
+    #: the same at every rate with answers for ≥ 2 configurations, in rate order (the last is ``mixed``)
+    mixed_by_rate: list = field(default_factory=list)
+    #: with size classes (scenario ``classes``): the mixed fleet over the classes per rate (`planner.capacity.classes`)
+    classes_by_rate: list = field(default_factory=list)
+    #: the sweep of the size classes' capacities (None without size classes)
+    class_summary: Any = None
 
 
 def p99_input(scenario: Scenario) -> float:
@@ -210,11 +221,26 @@ def run_capacity(
                                     for g, t in zip(table.gpu, table.tensor_parallel)]
     curves = {(params[k]["gpu"]["name"], params[k]["tensor_parallel"], params[k]["rate"]): dict(r.get("curve", {}))
               for k, r in results.items()}
-    from planner.capacity.mix import mixed_answer
+    from planner.capacity.mix import mixed_answers
 
-    mixed = mixed_answer(scenario, table, params, configs) if not summary.failures else None
-    return CapacityResult(scenario, table, fits, configs, excluded, eq6, summary, dict(summary.failures), curves,
-                          mixed)
+    by_rate = mixed_answers(scenario, table, params, configs) if not summary.failures else []
+    mixed = by_rate[-1] if by_rate and by_rate[-1].rate == float(table.rate.max()) else None
+    failures = dict(summary.failures)
+    classes: list = []
+    class_summary = None
+    if scenario.has_classes and by_rate:
+        from planner.capacity.classes import class_mixed_answers, class_points, db_name, solve_class_capacity
+
+        found, class_summary = run_sweep(class_points(scenario, table, params), solve_class_capacity,
+                                         db_path=out_dir / db_name(scenario.class_input_edges,
+                                                                   scenario.class_output_edges), fingerprint=scenario.classes_fingerprint(),
+                                         executor=executor, workers=workers, address=address, progress=progress,
+                                         description="class capacities")
+        failures.update(class_summary.failures)
+        if not class_summary.failures:
+            classes = class_mixed_answers(scenario, table, params, configs, found, by_rate)
+    return CapacityResult(scenario, table, fits, configs, excluded, eq6, summary, failures, curves,
+                          mixed, by_rate, classes, class_summary)
 
 
 def _restrict(assignment: dict[str, int], request_ids: list[str]) -> PlacementSolution:

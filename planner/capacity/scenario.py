@@ -17,6 +17,7 @@ gpus:
 placement: {strictness: 0.5, kv_headroom: 1.0}
 simulation: {router: jsq, scheduler: vllm, duration_s: null, warmup_s: null, snapshot: true}
 solve: {time_limit_s: 10, exact_max_requests: 400, seed: 0}
+classes: {input: [1024], output: [256]}   # optional: size classes for the mixed fleet (see below)
 ```
 
 The same scenario without a file: ``planner capacity --model Llama-2-70B --gpu H100-80GB-SXM --rate 10
@@ -54,6 +55,16 @@ simulated stream covers ``duration_s`` seconds of arrivals (default: long enough
 `MIN_MEASURED_REQUESTS` measured requests at the lowest rate, at least 300 s); requests arriving in
 the first ``warmup_s`` (default 10 % of the window) are simulated but not measured.  ``snapshot``
 also solves Aladdin's steady-state snapshot placement, shown beside the answer.
+
+Size classes (optional, ``classes:``; flag ``--bucket input=1024 --bucket output=256``).  ``input`` and
+``output`` are increasing bucket edges in tokens: edges e_1 < … < e_m split a length L into the buckets
+L ≤ e_1, e_1 < L ≤ e_2, …, L > e_m; a request's class is its (input bucket, output bucket) pair, so
+``{input: [1024], output: [256]}`` gives 2 × 2 classes (an axis without edges is one bucket).  Classes
+with no request in a rate's stream are dropped.  With classes, `planner.capacity.classes` measures
+each (class, configuration) capacity by simulation, plans the mixed fleet over the classes with the
+request-class MILP and checks it with class-aware routing, per rate, beside the one-class mixed
+fleet; the per-configuration answers do not change.  The cost is one worker search per (rate,
+class, configuration): keep the classes few.
 
 Prices: the GPU catalog deliberately has none, so ``price_per_hour`` (US$ per GPU-hour) is
 required unless the catalog entry carries one (the report ranks configurations by $/h).  Cost
@@ -234,6 +245,31 @@ class ScenarioSolve(_Strict):
     seed: Seed = 0
 
 
+#: Most size classes a scenario may ask for (input buckets × output buckets).
+MAX_CLASSES = 16
+
+
+def _edges(value: object) -> object:
+    if value is None:
+        return value
+    if not isinstance(value, list) or not value:
+        raise ValueError("must be a non-empty list of bucket edges in tokens, e.g. [512, 2048]")
+    for k, edge in enumerate(value):
+        if isinstance(edge, bool) or not isinstance(edge, int) or edge < 1:
+            shown = str(edge).lower() if isinstance(edge, bool) else repr(edge)
+            raise ValueError(f"[{k}] must be a positive whole number of tokens, got {shown}")
+    if any(b <= a for a, b in zip(value, value[1:])):
+        raise ValueError(f"edges must be strictly increasing, got {value}")
+    return value
+
+
+class ScenarioClasses(_Strict):
+    """Size classes of the mixed fleet (module docstring, Size classes)."""
+
+    input: Annotated[list[int] | None, BeforeValidator(_edges)] = None
+    output: Annotated[list[int] | None, BeforeValidator(_edges)] = None
+
+
 class ScenarioFile(_Strict):
     name: str = "capacity"
     family: Literal["capacity"] | None = None
@@ -246,6 +282,7 @@ class ScenarioFile(_Strict):
     placement: ScenarioPlacement = ScenarioPlacement()
     simulation: ScenarioSimulation = ScenarioSimulation()
     solve: ScenarioSolve = ScenarioSolve()
+    classes: ScenarioClasses | None = None
     cost_models_dir: str | None = None
 
     @field_validator("rates")
@@ -371,6 +408,13 @@ class Scenario(BaseModel):
     window_s: float = 1000.0  # arrival window of the simulated stream (s)
     warmup_s: float = 100.0  # requests arriving earlier are simulated but not measured (s)
     snapshot: bool = True
+    #: size-class bucket edges (tokens) on input and output length; both empty: no size classes
+    class_input_edges: tuple[int, ...] = ()
+    class_output_edges: tuple[int, ...] = ()
+
+    @property
+    def has_classes(self) -> bool:
+        return bool(self.class_input_edges or self.class_output_edges)
 
     @property
     def tpot_s(self) -> float:
@@ -390,7 +434,13 @@ class Scenario(BaseModel):
         return _cost_model_source(self.model.name, gpu, tensor_parallel, self.cost_models_dir)
 
     def fingerprint(self) -> str:
-        """Hash of everything that defines the sweep's points (the results database's identity)."""
+        """Hash of everything that defines the sweep's points (the results database's identity); the size
+        classes do not change a point, so they are left out (`classes_fingerprint` covers them)."""
+        data = self.model_dump(mode="json", exclude={"source", "name", "class_input_edges", "class_output_edges"})
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+    def classes_fingerprint(self) -> str:
+        """Hash of the points' identity and the size classes (the class-capacity database's identity)."""
         data = self.model_dump(mode="json", exclude={"source", "name"})
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -456,6 +506,13 @@ def scenario_from_mapping(raw: dict, source: Path | str) -> Scenario:
     dist, label, trace = _workload(path, data.workload, model.max_context_tokens)
     _check_stream_size(path, raw["rates"], data.rates[-1], dist, atgt_s, model.max_context_tokens)
     window_s, warmup_s = _simulation_window(path, data.simulation, data.rates)
+    if data.classes is not None:
+        if not data.classes.input and not data.classes.output:
+            raise InputError(path, "classes", "give input and/or output bucket edges, e.g. {input: [1024], output: [256]}")
+        count = (len(data.classes.input or ()) + 1) * (len(data.classes.output or ()) + 1)
+        if count > MAX_CLASSES:
+            raise InputError(path, "classes", f"{count} size classes; at most {MAX_CLASSES} are supported "
+                                              "(each costs one worker search per rate and configuration)")
     return Scenario(
         source=str(path), name=data.name, model=model, ttft_s=data.slos.ttft_s, atgt_s=atgt_s,
         distribution=dist, workload_label=label, rates=tuple(data.rates), gpus=tuple(gpus),
@@ -464,6 +521,8 @@ def scenario_from_mapping(raw: dict, source: Path | str) -> Scenario:
         seed=data.solve.seed, cost_models_dir=models_dir, percentile=percentile, attainment=attainment, trace=trace,
         router=data.simulation.router, scheduler=data.simulation.scheduler, window_s=window_s, warmup_s=warmup_s,
         snapshot=data.simulation.snapshot,
+        class_input_edges=tuple(data.classes.input or ()) if data.classes else (),
+        class_output_edges=tuple(data.classes.output or ()) if data.classes else (),
     )
 
 
@@ -682,7 +741,35 @@ FLAG_OF_FIELD = {
     "solve.time_limit_s": "--time-limit",
     "solve.seed": "--seed",
     "cost_models_dir": "--cost-models",
+    "classes": "--bucket",
+    "classes.input": "--bucket",
+    "classes.output": "--bucket",
 }
+
+
+def parse_buckets(items: list[str]) -> dict[str, list] | None:
+    """``--bucket input=512,2048 --bucket output=128`` → ``{"input": [512, 2048], "output": [128]}`` (the
+    scenario's ``classes`` mapping; the edges' values are checked by the scenario's validation)."""
+    if not items:
+        return None
+    table: dict[str, list] = {}
+    for item in items:
+        axis, sep, edges = item.partition("=")
+        axis = axis.strip()
+        if not sep or axis not in ("input", "output") or not edges.strip():
+            raise InputError("--bucket", "", f"expected input=EDGES or output=EDGES (comma-separated token "
+                                             f"counts, e.g. input=512,2048), got {item!r}")
+        if axis in table:
+            raise InputError("--bucket", "", f"{axis} buckets are given twice")
+        values: list = []
+        for text in edges.split(","):
+            try:
+                values.append(int(text.strip()))
+            except ValueError:
+                raise InputError("--bucket", "", f"{item!r}: edge {text.strip()!r} is not a whole number of "
+                                                 "tokens") from None
+        table[axis] = values
+    return table
 
 
 def parse_prices(prices: list[str], gpus: list[str]) -> dict[str, float]:
@@ -729,6 +816,7 @@ def flags_mapping(
     time_limit_s: float | None = None,
     seed: int | None = None,
     cost_models_dir: str | None = None,
+    classes: dict | None = None,
 ) -> dict:
     """The scenario mapping (the YAML file's content) the query flags stand for; nothing is checked here."""
     raw: dict = {"name": "capacity"}
@@ -759,6 +847,8 @@ def flags_mapping(
         raw["solve"] = solve
     if cost_models_dir is not None:
         raw["cost_models_dir"] = cost_models_dir
+    if classes:
+        raw["classes"] = classes
     return raw
 
 

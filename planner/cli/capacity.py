@@ -16,7 +16,7 @@ Both run on the sweep engine (`planner.sweep`): local process pool by default, `
 
 --out DIR is checked before anything runs: a file, or a place that cannot be written, is refused;
 so is a directory that already holds the command's result files (capacity: report.html,
-points.csv, points.parquet, eq7.csv; compare all: compare.csv, summary.csv) unless ``--force``.
+points.csv, points.parquet, eq7.csv, mixed.csv; compare all: compare.csv, summary.csv) unless ``--force``.
 A killed or interrupted run has written no result file yet, so it resumes with the same command;
 a finished one is regenerated (failed points retried) with ``--force``.  The results database is
 always resumed, never overwritten (one of another sweep is refused, with or without ``--force``).
@@ -89,6 +89,10 @@ def capacity_cmd(
     time_limit: Optional[float] = typer.Option(None, "--time-limit", help="seconds per point's exact solve "
                                                "(default 10)", rich_help_panel=QUERY),
     seed: Optional[int] = typer.Option(None, "--seed", help="random seed (default 0)", rich_help_panel=QUERY),
+    bucket: Optional[list[str]] = typer.Option(None, "--bucket", help="size classes for the mixed fleet: "
+                                               "input=EDGES or output=EDGES (tokens, comma-separated, e.g. "
+                                               "input=1024 output=256 → 2 × 2 classes); repeat per axis",
+                                               rich_help_panel=QUERY),
     cost_models: Optional[str] = typer.Option(None, "--cost-models", help="directory holding aladdin/ cost models "
                                               "(default: models/)", rich_help_panel=QUERY),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="output directory: results.sqlite (resumable), "
@@ -108,12 +112,15 @@ def capacity_cmd(
     With --out DIR: a self-contained HTML report and CSV/Parquet of every point; re-running the same command resumes an interrupted sweep (finished points are not solved again). Report files of an earlier run are not overwritten without --force. Without --out nothing is kept.
 
     --json: status (optimal / feasible / partial / failed), objective = the cheapest $/h at the highest rate, bound = the lowest $/h any swept configuration could reach there, and per point its solver, gap, validator verdict and cost model.
+
+    Mixed fleets: at every rate, the cheapest mix of the swept configurations (request-class MILP on the measured per-worker rates, GPU inventory from the scenario's `available:`), checked by simulation, beside the best single configuration; with size classes (YAML `classes:` or --bucket input=1024 --bucket output=256) also the mix over the classes, simulated with class-aware routing (mixed_fleets / class_mixed_fleets in --json, mixed.csv with --out).
     """
     from planner.capacity.scenario import (
         FLAGS_SOURCE,
         flag_of,
         flags_mapping,
         load_scenario,
+        parse_buckets,
         parse_prices,
         scenario_from_flags,
     )
@@ -122,7 +129,7 @@ def capacity_cmd(
              "--tp": tp, "--price": price, "--percentile": percentile, "--attainment": attainment, "--isl": isl,
              "--osl": osl, "--workload": workload, "--trace": trace, "--format": trace_format,
              "--trace-start": trace_start, "--trace-duration": trace_duration, "--time-limit": time_limit,
-             "--seed": seed, "--cost-models": cost_models}
+             "--seed": seed, "--cost-models": cost_models, "--bucket": bucket}
     given = [name for name, value in flags.items() if value not in (None, [])]
     # the scenario is read before the report and sweep imports (matplotlib, ~2 s): bad input fails fast
     if scenario is not None:
@@ -141,7 +148,8 @@ def capacity_cmd(
             tensor_parallel=list(tp or []) or None, prices=parse_prices(list(price or []), list(gpu or [])),
             percentile=percentile, attainment=attainment, workload=workload, isl=isl, osl=osl, trace=trace,
             trace_format=trace_format, trace_start_s=trace_start, trace_duration_s=trace_duration,
-            time_limit_s=time_limit, seed=seed, cost_models_dir=cost_models))
+            time_limit_s=time_limit, seed=seed, cost_models_dir=cost_models,
+            classes=parse_buckets(list(bucket or []))))
     from planner.capacity.report import (
         POINT_JSON_COLUMNS,
         answer_lines,
@@ -183,6 +191,8 @@ def capacity_cmd(
                        "not_planned": [{"gpu": e.gpu, "tensor_parallel": e.tensor_parallel, "reason": e.reason}
                                        for e in result.excluded],
                        "mixed_fleet": None if result.mixed is None else result.mixed.to_dict(),
+                       "mixed_fleets": [m.to_dict() for m in result.mixed_by_rate],
+                       "class_mixed_fleets": [m.to_dict() for m in result.classes_by_rate],
                        "eq7": result.fits.to_dict(orient="records"), "failures": result.failures,
                        "outputs": {k: str(v) for k, v in paths.items()}}))
     else:
@@ -204,6 +214,9 @@ def capacity_cmd(
                           f"{1000 * row.p_tpot_s:.3g} ms", snap, f"{row.usd_per_hour:,.2f}", row.status,
                           "none found" if src is None else src.label)
             out.print(t)
+            mixed_table = _mixed_table(result)
+            if mixed_table is not None:
+                out.print(mixed_table)
             for line in answer_lines(result):
                 out.print(line)
             for (name, degree), src in sources.items():
@@ -212,6 +225,8 @@ def capacity_cmd(
                 out.print(f"cost model {name} TP {degree}: {src.path} — {src.label}; {src.holdout_text()} "
                           f"(fit vs its profiling data){caveat}")
         out.print(f"sweep: {result.summary.line()}")
+        if result.class_summary is not None:
+            out.print(f"size-class capacities: {result.class_summary.line()}")
         if paths:
             out.print(f"report: {paths['report']}  points: {paths['csv']}, {paths['parquet']}")
         else:
@@ -222,6 +237,40 @@ def capacity_cmd(
                            + ("the others are saved: re-run the same command with --force to retry the failed ones"
                               if out_dir is not None else "re-run with --out DIR to keep the finished points")
                            + "".join(f"; not planned: {line}" for line in not_planned))
+
+
+def _mixed_table(result) -> Table | None:
+    """Per rate: the best single configuration, the one-class mixed fleet and (with size classes) the
+    mixed fleet over the classes, each $/h and whether its simulation meets the criterion."""
+    one = {m.rate: m for m in result.mixed_by_rate}
+    many = {m.rate: m for m in result.classes_by_rate}
+    if not one and not many:
+        return None
+    t = Table(title="Mixed fleets per rate ($/h of the simulated fleet; 'meets' = its simulation meets the criterion; "
+                    "the same cost models as above)", title_justify="left")
+    cols = ["req/s", "best single", "$/h", "one-class mix", "$/h ", "meets"]
+    kind = next(iter(many.values())).kind if many else ""
+    if many:
+        cols += [f"mix over {kind}", "$/h  ", "meets "]
+    for col in cols:
+        t.add_column(col, justify="right" if col.startswith(("$", "req", "meets")) else "left")
+
+    def fleet(m) -> str:
+        return " + ".join(f"{n} × {name}" for name, n in m.counts.items() if n) or (m.note or "-")
+
+    def usd(value) -> str:
+        return "-" if value is None or value != value else f"{value:,.2f}"
+
+    for rate in sorted(set(one) | set(many)):
+        ref = one.get(rate) or many.get(rate)
+        row = [fmt(rate), ref.best_single, usd(ref.best_single_usd_per_hour)]
+        m = one.get(rate)
+        row += [fleet(m), usd(m.usd_per_hour), "yes" if m.met else "NO"] if m else ["-", "-", "-"]
+        if many:
+            m = many.get(rate)
+            row += [fleet(m), usd(m.usd_per_hour), "yes" if m.met else "NO"] if m else ["-", "-", "-"]
+        t.add_row(*row)
+    return t
 
 
 def _cost_model_sources(spec, configurations) -> dict:

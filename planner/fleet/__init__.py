@@ -9,6 +9,8 @@ Public API::
     result = simulate_fleet(requests, spec, n_workers=8, router="jsq", ttft_s=1.0, tpot_s=0.05)
     result.summary(); result.meets(percentile=99); result.to_frame()
     fewest_workers(requests, spec, ttft_s=1.0, tpot_s=0.05, start=bound).workers
+    # class-aware routing: request r only reaches the workers w with worker_groups[w] == request_groups[r]
+    simulate_fleet(requests, [a100, a100, h100], router="jsq", request_groups=groups, worker_groups=[0, 0, 1])
 """
 
 from planner.fleet.costs import LinearBatchCost

@@ -475,21 +475,31 @@ def _ineligible(Q, w, I, need):
 
 
 @njit(cache=True)
+def _barred(Q, w, I, need, rgroup, wgroup, i):
+    """Worker w may not take request i: `_ineligible`, or i is restricted to a group (``rgroup[i] ≥ 0``)
+    that w is not in."""
+    if rgroup[i] >= 0 and wgroup[w] != rgroup[i]:
+        return True
+    return _ineligible(Q, w, I, need)
+
+
+@njit(cache=True)
 def _route(router, N, i, rr_next, W, Q, K, I0, O, pred, gen, Iin, m, nxt, strictness, ttft_s, tpot_s,
-           load, scratch_r, scratch_b):
-    """The worker request i goes to (see `planner.fleet.simulate` for each router's rule); -1 if none fits."""
+           load, scratch_r, scratch_b, rgroup, wgroup):
+    """The worker request i goes to (see `planner.fleet.simulate` for each router's rule); -1 if none fits.
+    Only workers of request i's group are considered when it has one (``rgroup[i] ≥ 0``)."""
     need = I0[i] + O[i] - 1
     if router == ROUND_ROBIN:
         for k in range(N):
             w = (rr_next + k) % N
-            if not _ineligible(Q, w, I0[i], need):
+            if not _barred(Q, w, I0[i], need, rgroup, wgroup, i):
                 return w
         return -1
     best = -1
     if router == JSQ or router == LEAST_KV:
         best_v = 0
         for w in range(N):
-            if _ineligible(Q, w, I0[i], need):
+            if _barred(Q, w, I0[i], need, rgroup, wgroup, i):
                 continue
             val = W[w, W_WC] + W[w, W_RC] if router == JSQ else W[w, W_ALLOC]
             if best < 0 or val < best_v:
@@ -512,7 +522,7 @@ def _route(router, N, i, rr_next, W, Q, K, I0, O, pred, gen, Iin, m, nxt, strict
     ell_new = I0[i] + strictness * pred[i]
     for q in range(N):
         w = order[q]
-        if _ineligible(Q, w, I0[i], need):
+        if _barred(Q, w, I0[i], need, rgroup, wgroup, i):
             continue
         k2 = K[w, K_TOK] + K[w, K_DN]
         k3 = K[w, K_DK]
@@ -536,16 +546,17 @@ def _route(router, N, i, rr_next, W, Q, K, I0, O, pred, gen, Iin, m, nxt, strict
             return w
     # nothing fits: the least-loaded eligible worker
     for w in range(N):
-        if not _ineligible(Q, w, I0[i], need) and (best < 0 or load[w] < load[best]):
+        if not _barred(Q, w, I0[i], need, rgroup, wgroup, i) and (best < 0 or load[w] < load[best]):
             best = w
     return best
 
 
 @njit(cache=True)
 def run_fleet(order, arrival, I0, O, pred, router, Q, K, strictness, ttft_s, tpot_s, max_iterations,
-              worker_of, first, first_sched, finish, evictions, W, Tm, fuse):
+              worker_of, first, first_sched, finish, evictions, W, Tm, fuse, rgroup, wgroup):
     """Route the requests in ``order`` (arrival order) and run every worker to completion.
 
+    ``rgroup[i]`` (−1: any worker) and ``wgroup[w]`` restrict request i to the workers of its group.
     Fills the per-request outputs and ``W``/``Tm``; returns (status, worker, request): status 0 done,
     1 a request fits no worker, 2 a worker is stuck, 3 too many iterations."""
     n = I0.shape[0]
@@ -573,7 +584,11 @@ def run_fleet(order, arrival, I0, O, pred, router, Q, K, strictness, ttft_s, tpo
         W[w, W_RT] = -1
         W[w, W_WH] = -1
         W[w, W_WT] = -1
-    rr_next = 0
+    groups = 1  # round-robin turn per request group (slot 0: requests without a group)
+    for q in range(n):
+        if rgroup[q] + 2 > groups:
+            groups = rgroup[q] + 2
+    turn = np.zeros(groups, np.int64)
     for k in range(n):
         i = order[k]
         a = arrival[i]
@@ -585,11 +600,11 @@ def run_fleet(order, arrival, I0, O, pred, router, Q, K, strictness, ttft_s, tpo
                 return 2, w, -1
             if s < 0:
                 return 3, w, -1
-        w = _route(router, N, i, rr_next, W, Q, K, I0, O, pred, gen, Iin, m, nxt, strictness, ttft_s, tpot_s,
-                   load, scratch_r, scratch_b)
+        w = _route(router, N, i, turn[rgroup[i] + 1], W, Q, K, I0, O, pred, gen, Iin, m, nxt, strictness, ttft_s, tpot_s,
+                   load, scratch_r, scratch_b, rgroup, wgroup)
         if w < 0:
             return 1, -1, i
-        rr_next = (w + 1) % N
+        turn[rgroup[i] + 1] = (w + 1) % N
         worker_of[i] = w
         _push_back(W, w, W_WH, W_WT, W_WC, nxt, prv, i)
         where[i] = 1

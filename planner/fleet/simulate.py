@@ -41,6 +41,13 @@ final KV I + O − 1 is never chosen):
   Σ_j (I_j + g_j + t)[r_j > t] + I + t ≤ M with r_j = max(ô_j − g_j, 1); if no worker passes, the
   least-loaded one.  Aladdin's fleet is elastic and batches a heartbeat at a time; here the fleet
   is fixed and each request is routed on arrival.
+
+**Groups** (class-aware routing).  With ``request_groups`` (one whole number per request, −1 = any
+worker) and ``worker_groups`` (one per worker), a request of group g ≥ 0 may only go to the workers
+of group g: every router above applies its rule among them (round robin keeps one turn per group,
+so the k-th request of group g goes to g's workers in turn).  The caller decides the groups, e.g.
+`planner.capacity.classes` pre-assigns each request to a configuration by its class's routed-rate
+split; JSQ among that configuration's workers then balances the load.
 """
 
 from __future__ import annotations
@@ -70,12 +77,16 @@ def simulate_fleet(
     tpot_s: float | None = None,
     strictness: float = 0.5,
     fuse_decodes: bool = True,
+    request_groups: Sequence[int] | np.ndarray | None = None,
+    worker_groups: Sequence[int] | np.ndarray | None = None,
 ) -> FleetResult:
     """Simulate the fleet (module docstring).  ``workers``: one `WorkerSpec` repeated ``n_workers`` times,
     or a list of specs (a mixed fleet; ``n_workers`` must then be None or its length).  ``ttft_s`` /
     ``tpot_s``: the SLOs (used by the ``aladdin`` router and as the result's default SLOs).
     ``fuse_decodes``: run stretches of identical pure-decode batches in one pass (`_kernel._fused_decodes`;
-    bit-identical results, tests/test_fleet_engine.py checks it); False forms every batch with the full rule."""
+    bit-identical results, tests/test_fleet_engine.py checks it); False forms every batch with the full rule.
+    ``request_groups`` / ``worker_groups``: restrict each request to its group's workers (module docstring,
+    Groups); give both or neither."""
     from planner.fleet._kernel import ALADDIN, JSQ, LEAST_KV, ROUND_ROBIN, run_fleet  # lazy: numba
 
     specs = _specs(workers, n_workers)
@@ -92,8 +103,15 @@ def simulate_fleet(
     Q = np.array([[int(v) for v in r] for r in resolved], dtype=np.int64)
     K = np.array([s.cost.as_array() for s in specs], dtype=float)
     I, O = requests.input_tokens, requests.output_tokens
-    _check_servable(I, O, Q, specs)
     n, N = requests.n, len(specs)
+    rgroup, wgroup = _groups(request_groups, worker_groups, n, N)
+    _check_servable(I, O, Q, specs)
+    if request_groups is not None:
+        for g in np.unique(rgroup[rgroup >= 0]):
+            members = np.flatnonzero(wgroup == g)
+            mine = rgroup == g
+            _check_servable(I[mine], O[mine], Q[members], [specs[w] for w in members], f" of group {int(g)}",
+                            np.flatnonzero(mine))
     order = np.lexsort((np.arange(n), requests.arrival_s)).astype(np.int64)
     worker_of = np.full(n, -1, np.int64)
     first, first_sched, finish = (np.full(n, np.nan) for _ in range(3))
@@ -106,7 +124,7 @@ def simulate_fleet(
     status, w, r = run_fleet(order, requests.arrival_s, I, O, np.maximum(requests.predicted, 1).astype(np.int64),
                              code, Q, K, float(strictness), float(ttft_s or np.inf), float(tpot_s or np.inf),
                              max_iterations, worker_of, first, first_sched, finish, evictions, W, Tm,
-                             bool(fuse_decodes))
+                             bool(fuse_decodes), rgroup, wgroup)
     wall = time.perf_counter() - start
     if status == 1:
         raise InfeasibleError(f"request {r} (I={I[r]}, O={O[r]}) fits no worker's KV limit")
@@ -147,21 +165,47 @@ def _specs(workers: WorkerSpec | Sequence[WorkerSpec], n_workers: int | None) ->
     return specs
 
 
-def _check_servable(I: np.ndarray, O: np.ndarray, Q: np.ndarray, specs: list[WorkerSpec]) -> None:
-    """One line for a request no worker can ever serve: its final KV (I + O − 1) exceeds every M, or its
-    prompt exceeds the prefill budget min(C, P) of every non-chunked worker that could hold it."""
+def _groups(request_groups, worker_groups, n: int, N: int) -> tuple[np.ndarray, np.ndarray]:
+    """The kernel's (request group, worker group) arrays; −1 everywhere without groups; one-line errors."""
+    if (request_groups is None) != (worker_groups is None):
+        raise PlannerError("give request_groups and worker_groups together (or neither)")
+    if request_groups is None:
+        return np.full(n, -1, np.int64), np.full(N, -1, np.int64)
+    arrays = []
+    for name, values, size, low in (("request_groups", request_groups, n, -1), ("worker_groups", worker_groups, N, 0)):
+        a = np.asarray(values)
+        if a.shape != (size,):
+            raise PlannerError(f"{name} has shape {a.shape}, expected ({size},): one per "
+                               f"{'request' if size == n and name.startswith('request') else 'worker'}")
+        if a.size and (not np.issubdtype(a.dtype, np.integer) or a.min() < low):
+            raise PlannerError(f"{name} must hold whole numbers ≥ {low}")
+        arrays.append(a.astype(np.int64))
+    rgroup, wgroup = arrays
+    missing = np.setdiff1d(np.unique(rgroup[rgroup >= 0]), wgroup)
+    if missing.size:
+        r = int(np.flatnonzero(rgroup == missing[0])[0])
+        raise PlannerError(f"request {r} is in group {int(missing[0])}, which has no worker")
+    return rgroup, wgroup
+
+
+def _check_servable(I: np.ndarray, O: np.ndarray, Q: np.ndarray, specs: list[WorkerSpec], where: str = "",
+                    ids: np.ndarray | None = None) -> None:
+    """One line for a request no worker (``where``: of its group) can ever serve: its final KV (I + O − 1)
+    exceeds every M, or its prompt exceeds the prefill budget min(C, P) of every non-chunked worker that
+    could hold it.  ``ids``: the requests' indices in the stream (when I, O are a subset)."""
+    ids = np.arange(I.size) if ids is None else ids
     need = I + O - 1
     M = Q[:, 2]
     bad = np.flatnonzero(need > M.max())
     if bad.size:
         r = int(bad[0])
         more = f" (and {bad.size - 1} more)" if bad.size > 1 else ""
-        raise InfeasibleError(f"request {r} needs {need[r]:,} KV tokens (I+O-1) but the largest worker KV limit is "
+        raise InfeasibleError(f"request {int(ids[r])} needs {need[r]:,} KV tokens (I+O-1) but the largest worker KV limit{where} is "
                               f"M = {int(M.max()):,}{more}")
     budget = np.where(Q[:, 6] != 0, np.iinfo(np.int64).max, np.minimum(Q[:, 0], Q[:, 1]))
     for r in np.flatnonzero(I > budget.min()):
         ok = (need[r] <= M) & (I[r] <= budget)
         if not ok.any():
             w = int(np.flatnonzero(need[r] <= M)[0])
-            raise InfeasibleError(f"request {int(r)}: prompt of {I[r]:,} tokens exceeds the prefill budget "
-                                  f"min(C, P) = {int(budget[w]):,} of the non-chunked scheduler {specs[w].scheduler!r}")
+            raise InfeasibleError(f"request {int(ids[r])}: prompt of {I[r]:,} tokens exceeds the prefill budget "
+                                  f"min(C, P) = {int(budget[w]):,} of the non-chunked scheduler {specs[w].scheduler!r}{where}")
