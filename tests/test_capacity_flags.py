@@ -177,17 +177,29 @@ def test_cost_model_source_reads_the_file_and_its_held_out_error(tmp_path):
     assert Path(src.path).name == "llama-2-70b__h100-80gb-sxm__tp2.yaml"
     assert src.provenance == data["provenance"]
     assert src.holdout_mape == {k: v["holdout_mape"] for k, v in data["fit"]["phases"].items()}
-    assert f"prefill {data['fit']['phases']['prefill']['holdout_mape']:.1f} %" in src.holdout_text()
+    # the error the file states against the measured rows comes first, with its form's cross-validation
+    measured = data["measured_rows"]["phases"]
+    assert src.measured_basis == "measured rows"
+    assert src.measured_mape == {k: v["mape"] for k, v in measured.items()}
+    assert src.holdout_text().startswith(f"error vs measured rows: prefill {measured['prefill']['mape']:.1f} % "
+                                         f"(CV {measured['prefill']['cv_mape']:.1f} %)")
+    assert src.caveat_codes() == [c["code"] for c in data.get("caveats") or []]
     assert scenario.cost_model_source("H100-80GB-SXM", 3) is None
-    # a model file without a fit summary: held-out error "not measured"
+    # a model file without the measured-rows section: the fit's held-out error, named as such
     bare = tmp_path / "models" / "aladdin"
     bare.mkdir(parents=True)
-    data.pop("fit")
+    data.pop("measured_rows")
+    data.pop("caveats", None)
     (bare / Path(src.path).name).write_text(yaml.safe_dump(data))
     mine = load_scenario(_yaml(tmp_path, "model: Llama-2-70B\nslos: {ttft_s: 1, atgt_s: 0.05}\nrates: [2]\n"
                                          "gpus:\n  - {type: H100-80GB-SXM, price_per_hour: 3, tensor_parallel: [2]}\n"
                                          f"cost_models_dir: {tmp_path / 'models'}\n"))
-    assert mine.cost_model_source("H100-80GB-SXM", 2).holdout_text() == "held-out error not measured"
+    text = mine.cost_model_source("H100-80GB-SXM", 2).holdout_text()
+    assert text.startswith("held-out error vs its profiling rows: ") and "prefill" in text
+    # and without a fit summary either: "not measured"
+    data.pop("fit")
+    (bare / Path(src.path).name).write_text(yaml.safe_dump(data))
+    assert mine.cost_model_source("H100-80GB-SXM", 2).holdout_text().startswith("error not measured")
 
 
 # ---- the answer --------------------------------------------------------------------------------------
@@ -205,7 +217,8 @@ def test_flags_only_query_json_names_cost_models_and_what_was_left_out(tmp_path)
     assert point["usd_per_hour"] == pytest.approx(point["gpus"] * 3.0)
     assert data["criterion"]["percentile"] == 99 and data["outputs"] == {}
     (cost,) = data["cost_models"]
-    assert cost["holdout"].startswith("held-out error prefill")
+    assert cost["holdout"].startswith("error vs measured rows: prefill") and cost["measured_mape"]["decode"] > 0
+    assert "above_target" in [c.split(":")[0] for c in cost["caveats"]]  # Splitwise prefill misses 5 %
     # TP 1: Llama-2-70B's 138 GB of weights do not fit one 80 GB GPU — named on stderr and in the JSON
     assert [(e["gpu"], e["tensor_parallel"]) for e in data["not_planned"]] == [("H100-80GB-SXM", 1)]
     assert "not planned: H100-80GB-SXM TP 1: weights" in proc.stderr
@@ -223,7 +236,8 @@ def test_a_gpu_type_that_cannot_be_planned_is_named_on_stderr_from_yaml(tmp_path
     lines = [line for line in err.splitlines() if line.startswith("not planned:")]
     assert len(lines) == 1 and "A100-80GB-SXM (no TP degree can serve it): TP 2: ATGT SLO 0.05 s" in lines[0]
     assert "H100-80GB-SXM" in out and "measured end-to-end (Splitwise)" in out
-    assert "cost model H100-80GB-SXM TP 2:" in out and "held-out error prefill" in out
+    assert "cost model H100-80GB-SXM TP 2:" in out and "error vs measured rows: prefill" in out
+    assert "caveats: " in out and "above_target" in out
 
 
 # ---- bad input: one line naming the flag, never a traceback -------------------------------------------

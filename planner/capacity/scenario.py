@@ -342,9 +342,13 @@ class CostModelSource(BaseModel):
     ``label`` is read from the file's provenance text (`cost_model_label`): "measured end-to-end
     (Splitwise)", "kernel composition (Vidur)" (kernel times only: a lower bound on end-to-end time),
     "derived (not measured)", "published coefficients", or "other".  ``holdout_mape`` /
-    ``holdout_max_ape`` (per phase, %) are the fit's error on profiling rows it did not see — an
-    error relative to the profiling data, not to a serving engine; None when the file has no fit
-    summary ("not measured")."""
+    ``holdout_max_ape`` (per phase, %) are the fit's error on profiling rows it did not see (for a
+    kernel composition: rows the fitter composed itself); None when the file has no fit summary.
+    ``measured_mape`` (the file's own coefficients on the measured rows of its configuration) and
+    ``measured_cv_mape`` (its form's k-fold cross-validated MAPE on them) come from the file's
+    ``measured_rows`` section, on the basis ``measured_basis`` ("measured rows", "batch-time model" or
+    "none"); ``caveats`` are the file's stated limits ("code: detail").  All are errors relative to
+    profiling data, not to a serving engine."""
 
     model_config = ConfigDict(frozen=True)
     gpu: str
@@ -354,13 +358,29 @@ class CostModelSource(BaseModel):
     label: str
     holdout_mape: dict[str, float] | None = None
     holdout_max_ape: dict[str, float] | None = None
+    measured_basis: str | None = None
+    measured_mape: dict[str, float] | None = None
+    measured_cv_mape: dict[str, float] | None = None
+    caveats: tuple[str, ...] = ()
 
     def holdout_text(self) -> str:
-        """"held-out error prefill 4.7 %, decode 2.5 %" (mean absolute % error), or "held-out error not measured"."""
+        """The error the file states, measured rows first ("error vs measured rows: prefill 12.4 % (CV
+        20.6 %), decode 2.1 % (CV 3.6 %)"); else the fit's held-out error on its profiling rows; else
+        "error not measured"."""
+        if self.measured_mape:
+            cv = self.measured_cv_mape or {}
+            parts = ", ".join(f"{phase} {value:.1f} %" + (f" (CV {cv[phase]:.1f} %)" if phase in cv else "")
+                              for phase, value in self.measured_mape.items())
+            basis = "measured rows" if self.measured_basis == "measured rows" else f"its {self.measured_basis}"
+            return f"error vs {basis}: {parts}"
         if not self.holdout_mape:
-            return "held-out error not measured"
+            return "error not measured (no measured rows for this configuration)"
         parts = ", ".join(f"{phase} {value:.1f} %" for phase, value in self.holdout_mape.items())
-        return f"held-out error {parts}"
+        return f"held-out error vs its profiling rows: {parts}"
+
+    def caveat_codes(self) -> list[str]:
+        """The caveats' codes (e.g. ``above_target``, ``attention_extrapolated``)."""
+        return [c.split(":", 1)[0] for c in self.caveats]
 
 
 def cost_model_label(provenance: str) -> str:
@@ -457,8 +477,17 @@ def _cost_model_source(model: str, gpu: str, tensor_parallel: int, models_dir: s
         mape = {k: float(v.holdout_mape) for k, v in cost.fit.phases.items() if v.holdout_mape is not None} or None
         maxape = {k: float(v.holdout_max_ape) for k, v in cost.fit.phases.items()
                   if v.holdout_max_ape is not None} or None
-    return CostModelSource(gpu=gpu, tensor_parallel=tensor_parallel, path=str(path), provenance=cost.provenance,
-                           label=cost_model_label(cost.provenance), holdout_mape=mape, holdout_max_ape=maxape)
+    from planner.costmodels.models import cost_model_caveats  # noqa: PLC0415
+
+    measured = getattr(cost, "measured_rows", None)
+    phases = measured.phases if measured is not None else {}
+    return CostModelSource(
+        gpu=gpu, tensor_parallel=tensor_parallel, path=str(path), provenance=cost.provenance,
+        label=cost_model_label(cost.provenance), holdout_mape=mape, holdout_max_ape=maxape,
+        measured_basis=None if measured is None else measured.basis,
+        measured_mape={k: float(v.mape) for k, v in phases.items()} or None,
+        measured_cv_mape={k: float(v.cv_mape) for k, v in phases.items() if v.cv_mape is not None} or None,
+        caveats=tuple(cost_model_caveats(cost)))
 
 
 def load_scenario(path: Path | str) -> Scenario:

@@ -222,8 +222,9 @@ def capacity_cmd(
             for (name, degree), src in sources.items():
                 caveat = ("; its file calls it a lower bound on end-to-end time"
                           if "lower bound" in src.provenance.lower() else "")
-                out.print(f"cost model {name} TP {degree}: {src.path} — {src.label}; {src.holdout_text()} "
-                          f"(fit vs its profiling data){caveat}")
+                codes = src.caveat_codes()
+                out.print(f"cost model {name} TP {degree}: {src.path} — {src.label}; {src.holdout_text()}{caveat}"
+                          + (f"; caveats: {', '.join(codes)}" if codes else ""))
         out.print(f"sweep: {result.summary.line()}")
         if result.class_summary is not None:
             out.print(f"size-class capacities: {result.class_summary.line()}")
