@@ -143,3 +143,18 @@ def test_huge_whole_numbers_are_not_printed_digit_by_digit():
 
     # 1e300 is "integral" as a float, but printing int(1e300) gives 301 digits
     assert fmt(1e300) == "1e+300" and fmt(float("inf")) == "inf" and fmt(12.0) == "12" and fmt(0.5) == "0.5"
+
+
+def test_outputs_built_on_a_cost_model_carry_its_caveats(monkeypatch, capsys):
+    # worker-config: the derived 13B files say they are derived from another model and have no measured rows
+    code, out, err = run_cli(monkeypatch, capsys, "worker-config", "--model", "Llama-2-13B", "--gpu", "A100-80GB-SXM",
+                             "--degrees", "1", "--json")
+    assert code == 0, err
+    (option,) = json.loads(out)["options"]
+    assert {"derived_from_other_model", "no_measured_rows"} <= set(option["cost_caveats"])
+    # replay: the Splitwise H100 TP 4 file states that its prefill error is above the 5 % target
+    code, out, err = run_cli(monkeypatch, capsys, "replay", "--model", "Llama-2-70B", "--gpu", "H100-80GB-SXM",
+                             "--tp", "4", "--rate", "1", "--duration", "60", "--json")
+    assert code == 0, err
+    caveats = json.loads(out)["cost_model_caveats"]
+    assert any(c.startswith("above_target: ") and "prefill" in c for c in caveats)

@@ -143,8 +143,9 @@ def replay_cmd(
         frames = {"requests": result.requests, "heartbeats": result.heartbeats}
         _write_all([(path, frames[name].to_csv(index=False)) for path, name in zip(out_paths, OUT_TABLES)], force)
     summary = result.to_dict()
+    caveats = cost_model_caveats(cost)
     if json_out:
-        print(to_json(summary))
+        print(to_json({**summary, "cost_model_caveats": caveats}))
         return
     t = Table(title=f"Replay under {ALADDIN_ONLINE}: {len(requests)} requests, {llm.name} on "
                     f"{tensor_parallel}x{gpu_spec.name}, {method}",
@@ -153,6 +154,20 @@ def replay_cmd(
         t.add_row(key, f"{summary[key]:.4g}" if isinstance(summary[key], float) else str(summary[key]))
     t.add_row("peak GPUs", str(result.peak_workers * tensor_parallel))
     out.print(t)
+    _print_caveats(cost, caveats)
+
+
+def cost_model_caveats(cost) -> list[str]:  # noqa: ANN001
+    """The cost-model file's stated limits ("code: detail"), printed beside every number built on it."""
+    from planner.costmodels.models import cost_model_caveats as caveats  # noqa: PLC0415
+
+    return caveats(cost)
+
+
+def _print_caveats(cost, caveats: list[str]) -> None:  # noqa: ANN001
+    if caveats:
+        out.print(f"cost model {cost.model} / {cost.gpu} / TP {cost.tensor_parallel} caveats: "
+                  + "; ".join(caveats))
 
 
 #: What `replay` / `scaling` worker counts are, and what the fleet column beside them is.
@@ -247,7 +262,8 @@ def scaling_cmd(
     for column in ("fleet_workers", "fleet_gpus", "bound_gpus", "fleet_p99_ttft_s", "fleet_p99_tpot_s"):
         fit.table[column] = [beside[r][column] for r in fit.table.rate]
     if json_out:
-        print(to_json({**fit.to_dict(), "workers_are": ALADDIN_ONLINE, "fleet_workers_are": FLEET_ANSWER}))
+        print(to_json({**fit.to_dict(), "workers_are": ALADDIN_ONLINE, "fleet_workers_are": FLEET_ANSWER,
+                       "cost_model_caveats": cost_model_caveats(cost)}))
         return
     t = Table(title=f"Workers vs arrival rate: {llm.name} on {tensor_parallel}x{gpu_spec.name} ({dist.name}); "
                     f"workers = {ALADDIN_ONLINE} ({method}); fleet = {FLEET_ANSWER}; bound = certified for any "
@@ -260,6 +276,7 @@ def scaling_cmd(
     for _, row in fit.table.iterrows():
         t.add_row(*[f"{row[c]:.4g}" if isinstance(row[c], float) else str(row[c]) for c in cols])
     out.print(t)
+    _print_caveats(cost, cost_model_caveats(cost))
     if fit.k_w is None:
         out.print("Eq. 7: not fitted (it needs at least two distinct rates)")
     else:

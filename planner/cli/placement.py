@@ -300,7 +300,7 @@ def worker_config_cmd(
             fmt(o.batch_slo, 4) if o.batch_slo else "-", o.bottleneck or "-",
             f"{o.tokens_per_s_per_gpu:.1f}" if o.feasible else "-",
             "-" if o.usd_per_million_tokens is None else f"{o.usd_per_million_tokens:.3f}",
-            o.reason or o.cost_source,
+            o.reason or ", ".join(filter(None, [o.cost_source, *o.cost_caveats])),
         )
     out.print(t)
     out.print(f"best: {best.tensor_parallel} GPU(s) per worker" if best else "no feasible configuration")

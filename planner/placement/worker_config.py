@@ -29,7 +29,7 @@ import numpy as np
 
 from planner.core.types import GPUSpec, LLMSpec, WorkerConfig
 from planner.costmodels.files import find_cost_model
-from planner.costmodels.models import AladdinCostModel
+from planner.costmodels.models import AladdinCostModel, cost_model_caveats
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,8 @@ class WorkerOption:
     reason: str
     cost_source: str = ""
     kv_capacity_gb: float = 0.0
+    #: codes of the cost-model file's caveats (``above_target``, ``derived_from_other_model`` …)
+    cost_caveats: tuple[str, ...] = ()
     batch_kv: float = 0.0
     batch_slo: float = 0.0
     batch: float = 0.0
@@ -146,6 +148,7 @@ def worker_configurations(
                                         kv_capacity_gb=kv_bytes / 1e9, batch_kv=batch_kv, batch_slo=batch_slo))
             continue
         batch = min(batch_kv, batch_slo)
+        caveats = tuple(c.split(":", 1)[0] for c in cost_model_caveats(cost))
         iteration = cost.decode_base_s + per_request * batch
         thr = batch / iteration / g
         price = gpu.price_per_hour
@@ -156,6 +159,7 @@ def worker_configurations(
                 feasible=True,
                 reason="",
                 cost_source=source,
+                cost_caveats=caveats,
                 kv_capacity_gb=kv_bytes / 1e9,
                 batch_kv=batch_kv,
                 batch_slo=batch_slo,
