@@ -19,3 +19,4 @@ planner fit "$DATA/profiling/vidur" --format vidur --kind batchtime --out-dir mo
 python models/annotate_measured.py --data "$DATA" --kind aladdin --kind bilinear
 # Llama-2-13B has no profiles: its files are derived from the 7B ones (labelled DERIVED, with caveats; see the script).
 python models/derive_llama2_13b.py
+python models/annotate_measured.py --data "$DATA" --kind infermax

@@ -1,7 +1,9 @@
 """Write the InferMax (§3.2) cost-model files: the two published sets and one fitted from Vidur.
 
 Run from the repo root: ``python models/infermax/make_models.py [SHARED_DATA_DIR]``
-(default ../shared/data).  Only derived coefficients are written, with a provenance line.
+(default ../shared/data).  Only derived coefficients are written, with a provenance line; then run
+``python models/annotate_measured.py --kind infermax`` to write each file's error against measured rows and its
+caveats (these files are written without them).
 """
 
 import sys

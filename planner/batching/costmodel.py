@@ -29,9 +29,10 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_serializer, model_validator
 
 from planner.core.io import MAX_TABLE_BYTES, NotBool, read_input_text, read_yaml_mapping, validate_model
+from planner.costmodels.models import Caveat, MeasuredRowsError
 from planner.errors import InputError
 
 COEFFICIENTS = ("a_o", "b_o", "a_p", "b_p", "s_p", "a_d", "b_d", "s_d")
@@ -96,6 +97,21 @@ class InferMaxCostModel(BaseModel):
     s_d: Coefficient = 0.0
     provenance: str = ""
     fit_report: dict[str, float] = Field(default_factory=dict)
+    #: this file's error against the measured rows of its configuration, and its caveats
+    #: (`planner.costmodels.measured_error`, written by models/annotate_measured.py)
+    measured_rows: MeasuredRowsError | None = None
+    caveats: list[Caveat] = Field(default_factory=list)
+
+    @model_serializer(mode="wrap")
+    def _omit_empty_annotations(self, handler):  # noqa: ANN001, ANN202
+        """Dumps (instance files, `with_limits`) leave out an absent ``measured_rows`` and empty ``caveats``."""
+        data = handler(self)
+        if isinstance(data, dict):
+            if data.get("measured_rows") is None:
+                data.pop("measured_rows", None)
+            if not data.get("caveats"):
+                data.pop("caveats", None)
+        return data
 
     @model_validator(mode="after")
     def _not_all_zero(self) -> InferMaxCostModel:

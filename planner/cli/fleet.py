@@ -24,7 +24,9 @@ def simulate_fleet_cmd(
     gpu: str = typer.Option("H100-80GB-SXM", help="GPU type (catalog name)"),
     tensor_parallel: int = typer.Option(2, "--tp", help="GPUs per worker (tensor-parallel degree)"),
     cost_model: Path = typer.Option(
-        None, help="Aladdin cost-model file (default: models/aladdin/<model>__<gpu>__tp<g>.yaml)"),
+        None, help="Aladdin or batch-time cost-model file (default: models/aladdin/<model>__<gpu>__tp<g>.yaml; "
+                   "a batch-time file, models/batchtime/*.yaml, adds its Σc², Σc·k, per-prompt, floor and "
+                   "all-reduce terms to every batch)"),
     workers: int = typer.Option(1, "--workers", help="number of workers N"),
     router: str = typer.Option("jsq", help=f"router: {', '.join(ROUTERS)}"),
     scheduler: str = typer.Option("vllm", help="per-worker scheduler preset (planner simulate batching's presets; vllm runs the two batch kinds the Aladdin cost model was fitted on)"),
@@ -76,7 +78,7 @@ def simulate_fleet_cmd(
     for option, value in (("--max-batch-tokens", max_batch_tokens), ("--max-running", max_running)):
         if value < 1:
             raise PlannerError(f"{option} must be at least 1, got {value}")
-    llm, gpu_spec, cost_path, cost = resolve_serving(model, gpu, tensor_parallel, cost_model)
+    llm, gpu_spec, cost_path, cost = _resolve_cost(model, gpu, tensor_parallel, cost_model)
 
     from planner.core.types import WorkerConfig
     from planner.fleet import FleetRequests, WorkerSpec, simulate_fleet
@@ -90,17 +92,21 @@ def simulate_fleet_cmd(
         requests = FleetRequests.poisson(dist, rate=rate, duration_s=duration, seed=seed,
                                          max_total_tokens=llm.max_context_tokens, name=workload)
     source = f"{cost_path}" + (f" ({cost.provenance.split(' [')[0]})" if cost.provenance else "")
-    spec = WorkerSpec.from_aladdin(llm, WorkerConfig(gpu=gpu_spec, tensor_parallel=tensor_parallel), cost,
-                                   scheduler=scheduler.lower(), C=max_batch_tokens, R_max=max_running,
-                                   source=str(cost_path))
+    build = WorkerSpec.from_batchtime if getattr(cost, "kind", "") == "batchtime" else WorkerSpec.from_aladdin
+    spec = build(llm, WorkerConfig(gpu=gpu_spec, tensor_parallel=tensor_parallel), cost,
+                 scheduler=scheduler.lower(), C=max_batch_tokens, R_max=max_running, source=str(cost_path))
     with SolveProgress(enabled=not json_out) as progress:
         progress.phase(f"simulating {requests.n:,} requests on {workers} workers")
         result = simulate_fleet(requests, spec, n_workers=workers, router=router, ttft_s=ttft, tpot_s=tpot)
     summary = result.summary(percentiles=(50, 90, 99) if percentile in (50, 90, 99) else (50, 90, 99, percentile),
                              warmup_s=warmup)
     meets = result.meets(percentile=percentile, warmup_s=warmup)
+    from planner.costmodels.models import cost_model_caveats
+
+    caveats = cost_model_caveats(cost)
     data = {
         "model": llm.name, "gpu": gpu_spec.name, "tensor_parallel": tensor_parallel, "cost_model_file": str(cost_path),
+        "cost_model_kind": cost.kind, "cost_model_caveats": caveats,
         "cost_model_source": source, "workload": requests.source, "scheduler": spec.scheduler,
         "kv_tokens_per_worker": spec.M,
         "max_batch_tokens": max_batch_tokens, "max_running": max_running, "percentile": percentile,
@@ -113,7 +119,9 @@ def simulate_fleet_cmd(
                     f"{tensor_parallel}x{gpu_spec.name} "
                     f"({workers * tensor_parallel} GPUs), router {router}, scheduler {spec.scheduler}",
               show_header=False, title_justify="left")
-    t.add_row("cost model", source)
+    t.add_row("cost model", f"{source} ({cost.kind})")
+    for line in caveats:
+        t.add_row("cost-model caveat", line)
     t.add_row("workload", requests.source)
     t.add_row("KV per worker", f"{spec.M:,} tokens")
     for metric, label in (("ttft_s", "TTFT (s)"), ("tpot_s", "TPOT (s/token)"), ("e2e_s", "e2e (s)"),
@@ -127,3 +135,26 @@ def simulate_fleet_cmd(
     t.add_row("simulation wall time", f"{result.wall_seconds:.2f} s incl. loading the compiled kernel "
                                       f"({summary['iterations']:,} iterations)")
     out.print(t)
+
+
+def _resolve_cost(model: str, gpu: str, tensor_parallel: int, cost_model: Path | None):
+    """(LLMSpec, GPUSpec, path, cost model): a batch-time file as given (its model, GPU and TP must be the
+    run's), anything else through `resolve_serving` (Aladdin files only); one-line errors."""
+    from planner.cli.placement import resolve_model_gpu
+    from planner.costmodels.batchtime import BatchTimeModel
+    from planner.costmodels.files import load_cost_model
+
+    if cost_model is None or cost_model.is_dir() or not cost_model.exists():
+        return resolve_serving(model, gpu, tensor_parallel, cost_model)
+    cost = load_cost_model(cost_model)
+    if not isinstance(cost, BatchTimeModel):
+        return resolve_serving(model, gpu, tensor_parallel, cost_model)
+    llm, gpu_spec = resolve_model_gpu(model, gpu)
+    if tensor_parallel < 1:
+        raise PlannerError(f"--tp must be at least 1, got {tensor_parallel}")
+    for what, fitted, asked in (("model", cost.model, llm.name), ("GPU", cost.gpu, gpu_spec.name)):
+        if fitted.lower() != asked.lower():
+            raise PlannerError(f"{cost_model}: batch-time model fitted for {what} {fitted}, not {asked}")
+    if cost.tensor_parallel != tensor_parallel:
+        raise PlannerError(f"{cost_model}: fitted for TP {cost.tensor_parallel}, not {tensor_parallel}")
+    return llm, gpu_spec, cost_model, cost

@@ -106,6 +106,7 @@ def describe_file(path: Path, kind: str) -> dict[str, Any]:
         if row["source"] == "published":
             basis = "none (published coefficients)"
         row["heldout_basis"] = basis
+    if kind != "batchtime":
         # the file's own error against the measured rows of its configuration (planner/costmodels/measured_error.py)
         measured = data.get("measured_rows")
         if measured is None:

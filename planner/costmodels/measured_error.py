@@ -4,7 +4,9 @@ Rows: the measured-row tables of `batchtime_sources` — Splitwise end-to-end ro
 the (model, GPU, TP) configuration, else the Vidur composition of measured kernel rows (the rows the
 batch-time file of the configuration is fitted on; the same precedence as `models/fit_models.sh`).
 
-For a file of form F (Aladdin Eqs. 2–3; bilinear Eqs. 14–15; hetero = bilinear under p1..p8):
+For a file of form F (Aladdin Eqs. 2–3; bilinear Eqs. 14–15; hetero = bilinear under p1..p8; InferMax §3.2,
+``planner.batching.costmodel.InferMaxCostModel``: a prefill row is b chunks of c tokens, N = b·c, Σc² = b·c²,
+n_p = b; a decode row N = n_d = b, Σ KV = b·d):
 
 * ``mape`` / ``max_ape`` per phase: the file's OWN coefficients on every measured row of the phase —
   prefill rows ``t̂ = F_pre(b, c)`` (b prompts of c new tokens; Aladdin: Σ I = b·c; the forms have no
@@ -14,7 +16,8 @@ For a file of form F (Aladdin Eqs. 2–3; bilinear Eqs. 14–15; hetero = biline
 * ``cv_mape``: k-fold cross-validation of the FORM — its non-negative relative least-squares fit on the
   training folds, scored on the held-out fold — with the folds of the batch-time file (`batchtime.
   configuration_groups`, `batchtime.fold_of_groups`, same seed and k), so it is the ``forms_cv.direct``
-  figure of that file when every fold is scored.
+  figure of that file when every fold is scored.  The InferMax form is refitted per phase (prefill columns
+  N, 1, Σc², n_p; decode n_d, 1, Σ KV), so a_o and b_o are not shared between the phases there.
 * Shapes whose measured rows hold no attention (``attention_not_scored``): the rows cannot score a
   whole batch time, so the file is scored against the configuration's batch-time model (measured
   non-attention fit + extrapolated attention) on `batchtime.model_grid` of its measured inputs; basis
@@ -54,12 +57,21 @@ from planner.costmodels.models import (
     MeasuredRowsError,
 )
 
-AnyForm = AladdinCostModel | BilinearCostModel | HeteroCostModel
+AnyForm = AladdinCostModel | BilinearCostModel | HeteroCostModel  # or an InferMaxCostModel (kind "infermax")
+
+
+def _configuration(model: AnyForm) -> str:
+    """``<model> on <GPU> TP <g>`` (InferMax files name no configuration: their ``name``)."""
+    if hasattr(model, "tensor_parallel"):
+        return f"{model.model} on {model.gpu} TP {model.tensor_parallel}"
+    return repr(getattr(model, "name", "?"))
 
 
 def form_of(model: AnyForm) -> str:
-    """``aladdin`` or ``bilinear`` (hetero files are the bilinear form under the names p1..p8)."""
-    return "aladdin" if isinstance(model, AladdinCostModel) else "bilinear"
+    """``aladdin``, ``infermax`` or ``bilinear`` (hetero files are the bilinear form under the names p1..p8)."""
+    if isinstance(model, AladdinCostModel):
+        return "aladdin"
+    return "infermax" if getattr(model, "kind", "") == "infermax" else "bilinear"
 
 
 def predict(model: AnyForm, rows: pd.DataFrame) -> np.ndarray:
@@ -71,6 +83,10 @@ def predict(model: AnyForm, rows: pd.DataFrame) -> np.ndarray:
     if isinstance(model, AladdinCostModel):
         tp = model.prefill_s_per_token * b * c + model.prefill_base_s
         td = model.decode_s_per_request * b + model.decode_s_per_context_token * b * d + model.decode_base_s
+    elif form_of(model) == "infermax":
+        zero = np.zeros_like(b)
+        tp = model.batch_seconds_array(b * c, b * c * c, b, zero, zero)
+        td = model.batch_seconds_array(b, zero, zero, b * d, b)
     else:
         bl = model.as_bilinear() if isinstance(model, HeteroCostModel) else model
         tp = bl.prefill.evaluate(b, c) * bl.seconds_per_unit
@@ -83,8 +99,12 @@ def _design(form: str, part: pd.DataFrame, phase: str) -> np.ndarray:
     one = np.ones_like(b)
     if phase == "prefill":
         c = part.chunk_tokens.to_numpy(float)
+        if form == "infermax":
+            return np.column_stack([b * c, one, b * c * c, b])
         return np.column_stack([b * c, one]) if form == "aladdin" else np.column_stack([b * c, b, c, one])
     d = part.context_tokens.to_numpy(float)
+    if form == "infermax":
+        return np.column_stack([b, one, b * d])
     return np.column_stack([b, b * d, one]) if form == "aladdin" else np.column_stack([b * d, b, d, one])
 
 
@@ -127,7 +147,7 @@ def measured_rows_error(model: AnyForm, group: GroupRows | None, rows_source: st
     if group is None:
         return (MeasuredRowsError(basis="none", note="no measured rows of this (model, GPU, TP) in the profiles"),
                 [Caveat(code="no_measured_rows", detail=(
-                    f"no measured rows of {model.model} on {model.gpu} TP {model.tensor_parallel}: "
+                    f"no measured rows of {_configuration(model)}: "
                     "this file's error against measurements is unknown"))])
     caveats = [c for c in group.caveats if c.code != "no_chunked_prefill_rows"]
     if group.attention_added:

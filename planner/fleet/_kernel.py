@@ -11,7 +11,9 @@ routers).  State lives in flat arrays:
   insertion order), ``stamp`` (= the batch counter while it is in the batch being formed);
 * per worker ``W[w, :]`` (int64, the ``W_*`` columns) and ``T[w, :]`` (clock and busy seconds);
 * scratch of the batch being formed (prefill ids and chunks, decode ids, new admissions, candidates)
-  and its counters ``B[:]`` (the ``B_*`` columns).
+  and its counters ``B[:]`` (the ``B_*`` columns);
+* per worker cost row ``K[w, :]`` (`planner.fleet.costs.cost_matrix`): the ``K_*`` coefficients, then
+  the all-reduce table's n tokens and n seconds from ``K_AR``; the batch time is `batch_seconds`.
 """
 
 from __future__ import annotations
@@ -28,12 +30,55 @@ Q_COLS = 8
 # batch counters B[k]
 B_USED, B_HP, B_HD, B_NP, B_ND, B_NEW, B_EV, B_STAMP = range(8)
 # cost coefficients K[w, k] (seconds)
-K_BASE, K_TOK, K_PB, K_PT, K_PQ, K_PN, K_DB, K_DN, K_DK = range(9)
-K_COLS = 9
+K_BASE, K_TOK, K_PB, K_PT, K_PQ, K_PN, K_DB, K_DN, K_DK, K_FLOOR, K_PK, K_NAR = range(12)
+K_AR = 12  # all-reduce table: K[w, K_AR:K_AR+n] tokens, K[w, K_AR+n:K_AR+2n] seconds (n = K[w, K_NAR])
+K_COLS = 12
 # step outcomes
 RAN, RETRY, BLOCKED, IDLE, STUCK = range(5)
 # router codes
 ROUND_ROBIN, JSQ, LEAST_KV, ALADDIN = range(4)
+
+
+@njit(cache=True)
+def _allreduce(K, w, x):
+    """The all-reduce table of worker w at x tokens: linear between points, the end values beyond (np.interp)."""
+    n = int(K[w, K_NAR])
+    lo = K_AR
+    if x <= K[w, lo]:
+        return K[w, lo + n]
+    if x >= K[w, lo + n - 1]:
+        return K[w, lo + 2 * n - 1]
+    a = 0
+    b = n - 1
+    while b - a > 1:  # K[w, lo + a] <= x < K[w, lo + b]
+        mid = (a + b) // 2
+        if K[w, lo + mid] <= x:
+            a = mid
+        else:
+            b = mid
+    x0 = K[w, lo + a]
+    y0 = K[w, lo + n + a]
+    slope = (K[w, lo + n + b] - y0) / (K[w, lo + b] - x0)
+    return slope * (x - x0) + y0
+
+
+@njit(cache=True)
+def batch_seconds(K, w, p_sum, p_sq, p_ck, n_p, n_d, d_kv):
+    """Seconds of a batch of worker w: prefill chunks with Σc = ``p_sum``, Σc² = ``p_sq``, Σc·k = ``p_ck``
+    (k: KV tokens held before the chunk), ``n_p`` of them; ``n_d`` decodes reading ``d_kv`` KV tokens in all
+    (`planner.fleet.costs` module docstring).  Terms that are 0 for a `LinearBatchCost` (floor, Σc·k, table)
+    add exactly 0.0, so it pays its linear form bit for bit."""
+    secs = K[w, K_BASE] + K[w, K_TOK] * (p_sum + n_d)
+    if n_p > 0:
+        work = float(p_sum)
+        if work < K[w, K_FLOOR]:
+            work = K[w, K_FLOOR]
+        secs += K[w, K_PB] + K[w, K_PT] * work + K[w, K_PQ] * p_sq + K[w, K_PN] * n_p + K[w, K_PK] * p_ck
+    if n_d > 0:
+        secs += K[w, K_DB] + K[w, K_DN] * n_d + K[w, K_DK] * d_kv
+    if K[w, K_NAR] > 0:
+        secs += _allreduce(K, w, float(p_sum + n_d))
+    return secs
 
 
 @njit(cache=True)
@@ -297,18 +342,16 @@ def _step(W, Q, K, Tm, w, more_arrivals, I0, O, Iin, m, alloc, gen, evictions, w
     # ---- Process ----
     p_sum = 0
     p_sq = 0.0
+    p_ck = 0.0
     for q in range(n_p):
         c = p_c[q]
         p_sum += c
         p_sq += float(c) * float(c)
+        p_ck += float(c) * float(m[p_ids[q]])
     d_kv = 0
     for q in range(n_d):
         d_kv += m[d_ids[q]]
-    secs = K[w, K_BASE] + K[w, K_TOK] * (p_sum + n_d)
-    if n_p > 0:
-        secs += K[w, K_PB] + K[w, K_PT] * p_sum + K[w, K_PQ] * p_sq + K[w, K_PN] * n_p
-    if n_d > 0:
-        secs += K[w, K_DB] + K[w, K_DN] * n_d + K[w, K_DK] * d_kv
+    secs = batch_seconds(K, w, p_sum, p_sq, p_ck, n_p, n_d, d_kv)
     t0 = Tm[w, 0]
     t1 = t0 + secs
     Tm[w, 0] = t1
@@ -347,7 +390,8 @@ def _fused_decodes(W, Q, K, Tm, w, horizon, Iin, m, alloc, gen, O, nxt, max_iter
     budget (so each batch is exactly the running list), no completion (the batch in which the first request
     finishes is left to `_step`), the KV slots of every step fit in bulk (all requests need one new slot per
     step, or none needs any during the stretch) and each batch starts before ``horizon``.  The batch times
-    are computed with `_step`'s expression, so the clock is bit-identical to running them one by one."""
+    are computed with `_step`'s function (`batch_seconds`), so the clock is bit-identical to running them one
+    by one."""
     if W[w, W_WC] != 0:
         return
     n_d = W[w, W_RC]
@@ -383,8 +427,7 @@ def _fused_decodes(W, Q, K, Tm, w, horizon, Iin, m, alloc, gen, O, nxt, max_iter
     busy = Tm[w, 1]
     k = 0
     while k < S and t < horizon:
-        secs = K[w, K_BASE] + K[w, K_TOK] * (0 + n_d)
-        secs += K[w, K_DB] + K[w, K_DN] * n_d + K[w, K_DK] * (D + n_d * k)
+        secs = batch_seconds(K, w, 0, 0.0, 0.0, 0, n_d, D + n_d * k)
         t = t + secs
         busy += secs
         k += 1

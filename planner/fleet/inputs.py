@@ -5,7 +5,8 @@ predicted output lengths the ``aladdin`` router uses (the real output when absen
 trace (`FleetRequests.from_trace`, through `planner.workloads.lengths.read_trace_lengths`), a Poisson
 stream from a length distribution (`FleetRequests.poisson`), or a `planner.core.types.Workload`.
 
-`WorkerSpec` is one worker configuration: its batch-time model (`LinearBatchCost`), KV limit ``M``
+`WorkerSpec` is one worker configuration: its batch-time model (`LinearBatchCost`, or `BatchTimeCost`
+from a batch-time model file: `WorkerSpec.from_batchtime`), KV limit ``M``
 in tokens, the scheduler preset of `planner.batching.scheduler.PRESETS` and the limits C (tokens per
 batch), P (prefill tokens per batch; the preset's P applies on top, as in
 `planner.batching.scheduler.effective_limits`) and R_max (running requests; None = unlimited).
@@ -20,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from planner.errors import PlannerError
-from planner.fleet.costs import LinearBatchCost
+from planner.fleet.costs import BatchTimeCost, LinearBatchCost
 
 #: Default limits of `WorkerSpec.from_aladdin` (vLLM's defaults: max_num_batched_tokens, max_num_seqs).
 DEFAULT_C = 4096
@@ -205,6 +206,28 @@ class WorkerSpec:
                                f"{kv_bytes / 1e9:.1f} GB left for the KV cache")
         return cls(cost=LinearBatchCost.from_aladdin(cost, source), M=M, scheduler=scheduler, C=C, P=P, R_max=R_max,
                    label=worker.label, gpus=worker.num_gpus,
+                   extra={"price_per_hour": worker.gpu.price_per_hour})
+
+    @classmethod
+    def from_batchtime(cls, model, worker, cost, *, scheduler: str = "vllm", C: int = DEFAULT_C,
+                       P: int | None = None, R_max: int | None = DEFAULT_R_MAX, kv_headroom: float = 1.0,
+                       source: str | None = None) -> "WorkerSpec":
+        """A worker of ``worker`` (`WorkerConfig`) serving ``model`` (`LLMSpec`) under the `BatchTimeModel`
+        ``cost`` (`BatchTimeCost.from_batchtime`).  KV limit as in `from_aladdin`, with a_kv the batch-time
+        file's ``kv_bytes_per_token`` (the model's architecture figure when the file has none)."""
+        if cost.tensor_parallel != worker.tensor_parallel:
+            raise PlannerError(f"batch-time model fitted for TP {cost.tensor_parallel}, "
+                               f"worker has TP {worker.tensor_parallel}")
+        if not 0 < kv_headroom <= 1:
+            raise PlannerError(f"kv_headroom must be in (0, 1], got {kv_headroom}")
+        a_kv = cost.kv_bytes_per_token or model.kv_bytes_per_token
+        kv_bytes = worker.kv_capacity_bytes(model)
+        M = int(math.floor(kv_headroom * kv_bytes / a_kv))
+        if M < 1:
+            raise PlannerError(f"{model.name} does not fit on {worker.label}: "
+                               f"{kv_bytes / 1e9:.1f} GB left for the KV cache")
+        return cls(cost=BatchTimeCost.from_batchtime(cost, source), M=M, scheduler=scheduler, C=C, P=P,
+                   R_max=R_max, label=worker.label, gpus=worker.num_gpus,
                    extra={"price_per_hour": worker.gpu.price_per_hour})
 
 

@@ -5,7 +5,8 @@
 **Engines.**  Each worker runs the decision rule of `planner.batching.scheduler.simulate` (InferMax
 Algorithm 1; presets of `PRESETS`: prefill or decode priority, hybrid batches, chunked prefill under
 the P limit, token budget C, KV limit M in tokens, R_max, recompute eviction LIFO, eviction-free
-``-ef`` variants that reserve I + O − 1 at admission) under its `LinearBatchCost`, in a compiled
+``-ef`` variants that reserve I + O − 1 at admission) under its `LinearBatchCost` (or `BatchTimeCost`:
+`planner.fleet.costs`), in a compiled
 kernel (`planner.fleet._kernel`).  With one worker and the presets' limits it reproduces
 ``simulate``'s schedule (per-request first-token and finish times, batch count; tests/test_fleet_engine.py).
 Stretches of identical pure-decode batches (no waiting request, nothing can change the batch before
@@ -59,6 +60,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from planner.errors import InfeasibleError, PlannerError
+from planner.fleet.costs import cost_matrix
 from planner.fleet.inputs import FleetRequests, WorkerSpec
 from planner.fleet.result import FleetResult
 
@@ -101,7 +103,7 @@ def simulate_fleet(
         raise PlannerError("requests must be a FleetRequests (arrays of arrivals and token counts)")
     resolved = [s.resolved() for s in specs]
     Q = np.array([[int(v) for v in r] for r in resolved], dtype=np.int64)
-    K = np.array([s.cost.as_array() for s in specs], dtype=float)
+    K = cost_matrix([s.cost for s in specs])
     I, O = requests.input_tokens, requests.output_tokens
     n, N = requests.n, len(specs)
     rgroup, wgroup = _groups(request_groups, worker_groups, n, N)
