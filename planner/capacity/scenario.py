@@ -66,6 +66,28 @@ request-class MILP and checks it with class-aware routing, per rate, beside the 
 fleet; the per-configuration answers do not change.  The cost is one worker search per (rate,
 class, configuration): keep the classes few.
 
+Several models (``models:`` instead of ``model:``), sharing one GPU inventory:
+
+```yaml
+name: two-models
+models:                               # each entry: model, slos, workload, rates[, criterion]
+  - {model: Llama-2-70B, slos: {ttft_s: 1.6, tpot_s: 0.075}, workload: {distribution: sharegpt}, rates: [2, 4]}
+  - {model: Llama-2-7B, slos: {ttft_s: 0.5, tpot_s: 0.03}, rates: [10, 20], criterion: {attainment: 0.99}}
+gpus:                                 # shared: types, prices, TP degrees (per model: best / all resolve per model)
+  - {type: H100-80GB-SXM, price_per_hour: 3.00, tensor_parallel: [1, 2, 4], available: 8}
+  - {type: A100-80GB-SXM, price_per_hour: 1.80, tensor_parallel: [1, 2, 4]}
+simulation: {duration_s: 600}         # placement, simulation, solve, cost_models_dir: shared as well
+```
+
+Every model has the same number of rates, strictly increasing; rate index i of every model forms
+joint point i (model A at its i-th rate while model B runs at its i-th rate).  Each model is the
+`Scenario` a single-model file with its entry and the shared fields would give (`MultiScenario`), so
+it is swept exactly as one (same points, same fingerprint).  ``slos``, ``criterion``, ``workload``,
+``rates`` and ``model`` at the top level, ``model:`` together with ``models:``, a model given twice,
+rates of different lengths or not increasing, unknown fields of an entry, and ``classes:`` are
+refused with one line naming the field (``models[1].rates``); an error inside a model's entry names
+``models[i].<field>``, one in a shared field names that field and the model it arose for.
+
 Prices: the GPU catalog deliberately has none, so ``price_per_hour`` (US$ per GPU-hour) is
 required unless the catalog entry carries one (the report ranks configurations by $/h).  Cost
 models come from ``models/aladdin/`` (or ``cost_models_dir``): a model, or a GPU type, without any
@@ -920,3 +942,117 @@ _FLAG_WORDS = (
     ("isl + osl", "--isl + --osl"),
     ("give cost_models_dir", "give --cost-models DIR"),
 )
+
+
+# ---- several models sharing a GPU inventory --------------------------------------------------------
+
+#: Fields of one entry of ``models:`` (the rest of a scenario is shared by every model).
+MODEL_FIELDS = ("model", "slos", "criterion", "workload", "rates")
+
+
+class MultiScenario(BaseModel):
+    """Several models sharing one GPU inventory (module docstring, Several models).
+
+    ``models[m]`` is model m's own `Scenario`, exactly the one a single-model file with that model's
+    entry and the shared fields would give (same fingerprint, so its sweep resumes the same way);
+    joint point i is rate ``models[m].rates[i]`` of every model m."""
+
+    model_config = ConfigDict(frozen=True)
+    source: str
+    name: str
+    models: tuple[Scenario, ...]
+
+    @property
+    def points(self) -> int:
+        """Joint points (every model has this many rates)."""
+        return len(self.models[0].rates)
+
+    @property
+    def gpus(self) -> tuple[CandidateGPU, ...]:
+        """The shared GPU types with price and inventory (``available``)."""
+        return self.models[0].gpus
+
+    def fingerprints(self) -> dict[str, str]:
+        """Model name → its sweep's fingerprint (`Scenario.fingerprint`)."""
+        return {s.model.name: s.fingerprint() for s in self.models}
+
+
+def is_multi_model(raw: dict) -> bool:
+    """A scenario mapping with a top-level ``models:`` list (several models)."""
+    return "models" in raw
+
+
+def read_capacity_file(path: Path | str) -> Scenario | MultiScenario:
+    """A scenario file: one model (`Scenario`) or, with ``models:``, several (`MultiScenario`)."""
+    path = Path(path)
+    raw = read_yaml_mapping(path)
+    return multi_scenario_from_mapping(raw, path) if is_multi_model(raw) else scenario_from_mapping(raw, path)
+
+
+def multi_scenario_from_mapping(raw: dict, source: Path | str) -> MultiScenario:
+    """Validate a ``models:`` scenario mapping (module docstring, Several models): each entry with the shared
+    fields goes through `scenario_from_mapping`; every problem is one `InputError` naming ``source`` and the
+    field (``models[1].rates``: ...)."""
+    path = Path(source)
+    if "model" in raw:
+        raise InputError(path, "model", "give model: (one model) or models: (several sharing the GPUs), not both")
+    entries = raw["models"]
+    if not isinstance(entries, list) or not entries:
+        raise InputError(path, "models", "must be a non-empty list of models, each a mapping "
+                                         "{model, slos, workload, rates[, criterion]}")
+    for key in ("slos", "criterion", "workload", "rates"):
+        if key in raw:
+            raise InputError(path, key, f"with models: give {key} per model (models[i].{key}); only gpus, placement, "
+                                        "simulation, solve and cost_models_dir are shared")
+    if "classes" in raw:
+        raise InputError(path, "classes", "size classes are not supported with models: (give one model, or drop classes)")
+    seen: dict[str, int] = {}
+    lengths: list[int] = []
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise InputError(path, f"models[{i}]", "must be a mapping {model, slos, workload, rates[, criterion]}")
+        for key in entry:
+            if key not in MODEL_FIELDS:
+                raise InputError(path, f"models[{i}].{key}", f"unknown field (a model entry takes "
+                                                            f"{', '.join(MODEL_FIELDS)}; gpus, placement, simulation and "
+                                                            "solve are shared, at the top level)")
+        for key in ("model", "slos", "rates"):
+            if entry.get(key) in (None, "", {}):
+                raise InputError(path, f"models[{i}].{key}", "required field is missing")
+        name = entry["model"]
+        if isinstance(name, str):
+            if name.lower() in seen:
+                raise InputError(path, f"models[{i}].model", f"{name} is given twice (models[{seen[name.lower()]}] and "
+                                                             f"models[{i}]); give each model once")
+            seen[name.lower()] = i
+        rates = entry["rates"]
+        if isinstance(rates, list):
+            numbers = all(isinstance(r, (int, float)) and not isinstance(r, bool) for r in rates)
+            if numbers and any(b <= a for a, b in zip(rates, rates[1:])):
+                raise InputError(path, f"models[{i}].rates", f"must be strictly increasing, got {rates} (rate index i "
+                                                             "of every model forms joint point i)")
+            if lengths and len(rates) != lengths[0]:
+                raise InputError(path, f"models[{i}].rates", f"{len(rates)} rate(s), but models[0].rates has "
+                                                             f"{lengths[0]}: every model needs one rate per joint point "
+                                                             "(rate index i of every model forms joint point i)")
+            lengths.append(len(rates))
+    shared = {k: v for k, v in raw.items() if k != "models"}
+    title = str(raw.get("name", "capacity"))
+    scenarios = []
+    for i, entry in enumerate(entries):
+        try:
+            scenario = scenario_from_mapping({**shared, **entry, "name": f"{title} / {entry['model']}"}, path)
+        except InputError as exc:
+            if exc.source != str(path):
+                raise
+            root = re.split(r"[.\[]", exc.field, maxsplit=1)[0] if exc.field else ""
+            if root in MODEL_FIELDS:
+                raise InputError(path, f"models[{i}].{exc.field}", exc.problem) from None
+            raise InputError(path, exc.field or "models", f"{exc.problem} (for models[{i}], {entry['model']})") from None
+        scenarios.append(scenario)
+    names = [s.model.name for s in scenarios]
+    for j, name in enumerate(names):
+        if names.index(name) != j:
+            raise InputError(path, f"models[{j}].model", f"{name} is given twice (models[{names.index(name)}] and "
+                                                         f"models[{j}]); give each model once")
+    return MultiScenario(source=str(path), name=title, models=tuple(scenarios))

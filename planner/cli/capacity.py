@@ -20,6 +20,11 @@ points.csv, points.parquet, eq7.csv, mixed.csv; compare all: compare.csv, summar
 A killed or interrupted run has written no result file yet, so it resumes with the same command;
 a finished one is regenerated (failed points retried) with ``--force``.  The results database is
 always resumed, never overwritten (one of another sweep is refused, with or without ``--force``).
+
+A scenario with ``models:`` (several models sharing the GPUs, `planner.capacity.multi`) writes each
+model's results database and report files into ``DIR/<model slug>/`` (resumed and guarded as above)
+and report.html and joint.csv (the joint fleet per joint point) at the top of DIR; ``--json`` holds
+every model's object under ``models`` and the joint fleets under ``joint_fleets``.
 """
 
 from __future__ import annotations
@@ -113,15 +118,18 @@ def capacity_cmd(
 
     --json: status (optimal / feasible / partial / failed), objective = the cheapest $/h at the highest rate, bound = the lowest $/h any swept configuration could reach there, and per point its solver, gap, validator verdict and cost model.
 
+    Several models sharing the GPUs (YAML `models:`, see instances/capacity/two-models-shared-inventory.yaml): each model is swept as a single-model scenario (its own sub-directory of --out), then per joint point (the i-th rate of every model) one class MILP over every model within the shared `available:` inventory, each model's fleet simulated on its own stream, compared with each model planned alone (joint_fleets in --json, joint.csv and report.html with --out).
+
     Mixed fleets: at every rate, the cheapest mix of the swept configurations (request-class MILP on the measured per-worker rates, GPU inventory from the scenario's `available:`), checked by simulation, beside the best single configuration; with size classes (YAML `classes:` or --bucket input=1024 --bucket output=256) also the mix over the classes, simulated with class-aware routing (mixed_fleets / class_mixed_fleets in --json, mixed.csv with --out).
     """
     from planner.capacity.scenario import (
         FLAGS_SOURCE,
+        MultiScenario,
         flag_of,
         flags_mapping,
-        load_scenario,
         parse_buckets,
         parse_prices,
+        read_capacity_file,
         scenario_from_flags,
     )
 
@@ -136,7 +144,11 @@ def capacity_cmd(
         if given:
             raise PlannerError(f"{given[0]}: give a scenario file or the query flags, not both "
                                f"(the file {scenario} already holds the question)")
-        spec = load_scenario(scenario)
+        spec = read_capacity_file(scenario)
+        if isinstance(spec, MultiScenario):
+            _capacity_multi(spec, out_dir, executor=executor, workers=workers, address=address, progress=progress,
+                            json_out=json_out, force=force)
+            return
     else:
         if not given:
             raise PlannerError("give a scenario YAML file, or the query as flags: --model M --gpu G --rate R "
@@ -150,13 +162,7 @@ def capacity_cmd(
             trace_format=trace_format, trace_start_s=trace_start, trace_duration_s=trace_duration,
             time_limit_s=time_limit, seed=seed, cost_models_dir=cost_models,
             classes=parse_buckets(list(bucket or []))))
-    from planner.capacity.report import (
-        POINT_JSON_COLUMNS,
-        answer_lines,
-        check_report_files,
-        json_summary,
-        write_outputs,
-    )
+    from planner.capacity.report import answer_lines, check_report_files, write_outputs
     from planner.capacity.run import run_capacity
 
     if out_dir is not None:
@@ -178,42 +184,11 @@ def capacity_cmd(
         for line in not_planned:
             err.print(f"not planned: {line}")
     if json_out:
-        rows = result.points.reindex(columns=list(POINT_JSON_COLUMNS)).to_dict(orient="records")
-        for row in rows:
-            src = sources.get((row["gpu"], row["tensor_parallel"]))
-            row["cost_model"] = None if src is None else src.label
-            row["cost_model_path"] = None if src is None else src.path
-        print(to_json({"scenario": spec.source, "name": spec.name, **json_summary(result), "points": rows,
-                       "criterion": {"percentile": spec.percentile, "attainment": spec.attainment,
-                                     "text": spec.criterion_label},
-                       "cost_models": [{**src.model_dump(mode="json"), "holdout": src.holdout_text()}
-                                       for src in sources.values()],
-                       "not_planned": [{"gpu": e.gpu, "tensor_parallel": e.tensor_parallel, "reason": e.reason}
-                                       for e in result.excluded],
-                       "mixed_fleet": None if result.mixed is None else result.mixed.to_dict(),
-                       "mixed_fleets": [m.to_dict() for m in result.mixed_by_rate],
-                       "class_mixed_fleets": [m.to_dict() for m in result.classes_by_rate],
-                       "eq7": result.fits.to_dict(orient="records"), "failures": result.failures,
-                       "outputs": {k: str(v) for k, v in paths.items()}}))
+        print(to_json(_model_json(spec, result, sources, paths)))
     else:
         pts = result.points
         if not pts.empty:
-            pct = "attainment" if spec.attainment is not None else f"P{spec.percentile:g}"
-            t = Table(title=f"Capacity: {spec.model.name} ({spec.workload_label}), {spec.criterion_label}; GPUs = "
-                            f"simulated answer ({spec.scheduler} engine, {spec.router} router), ≥ GPUs = certified "
-                            "bound for any policy; each row under its cost model (* = best TP of its GPU type)",
-                      title_justify="left")
-            for col in ("GPU type", "TP", "req/s", "GPUs", "≥ GPUs", "gap", f"{pct} TTFT", f"{pct} TPOT",
-                        "snapshot GPUs", "$/h", "status", "cost model"):
-                t.add_column(col, justify="left" if col in ("GPU type", "status", "cost model") else "right")
-            for row in pts.sort_values(["rate", "usd_per_hour", "gpu", "tensor_parallel"]).itertuples():
-                src = sources.get((row.gpu, row.tensor_parallel))
-                snap = "-" if row.snapshot_gpus is None or row.snapshot_gpus != row.snapshot_gpus else str(int(row.snapshot_gpus))
-                t.add_row(row.gpu, f"{row.tensor_parallel}{'*' if row.best_config else ''}", fmt(row.rate),
-                          str(row.gpus), str(row.bound_gpus), fmt_gap(row.gap), f"{row.p_ttft_s:.3g} s",
-                          f"{1000 * row.p_tpot_s:.3g} ms", snap, f"{row.usd_per_hour:,.2f}", row.status,
-                          "none found" if src is None else src.label)
-            out.print(t)
+            out.print(_points_table(spec, pts, sources))
             mixed_table = _mixed_table(result)
             if mixed_table is not None:
                 out.print(mixed_table)
@@ -238,6 +213,157 @@ def capacity_cmd(
                            + ("the others are saved: re-run the same command with --force to retry the failed ones"
                               if out_dir is not None else "re-run with --out DIR to keep the finished points")
                            + "".join(f"; not planned: {line}" for line in not_planned))
+
+
+def _capacity_multi(spec, out_dir: Optional[Path], *, executor: str, workers: Optional[int], address: Optional[str],
+                    progress: bool, json_out: bool, force: bool) -> None:
+    """`planner capacity` on a scenario with ``models:`` (`planner.capacity.multi`): each model's sweep (its own
+    sub-directory of --out, resumable), its points table, then the joint mixed fleet per joint point."""
+    from planner.capacity.multi import (
+        check_multi_report_files,
+        model_dir_name,
+        multi_status,
+        run_multi_capacity,
+        write_multi_outputs,
+    )
+    from planner.capacity.report import answer_lines
+
+    if out_dir is not None:
+        check_output_dir(out_dir)
+        check_multi_report_files(spec, out_dir, force)
+    with tempfile.TemporaryDirectory(prefix="planner-capacity-") as scratch:
+        target = out_dir if out_dir is not None else Path(scratch)
+        result = run_multi_capacity(spec, target, executor=executor, workers=workers, address=address,
+                                    progress=progress)
+        paths = write_multi_outputs(result, out_dir, force) if out_dir is not None else {}
+    sources = [_cost_model_sources(r.scenario, r.configurations) for r in result.results]
+    not_planned = [f"{r.scenario.model.name}: {line}" for r in result.results for line in _not_planned(r)]
+    if not result.failures:
+        for line in not_planned:
+            err.print(f"not planned: {line}")
+    if json_out:
+        models = []
+        for r, src in zip(result.results, sources):
+            sub = {k.split(":", 1)[1]: v for k, v in paths.items() if k.startswith(f"{r.scenario.model.name}:")}
+            models.append({"model": r.scenario.model.name, "fingerprint": r.scenario.fingerprint(),
+                           "directory": model_dir_name(r.scenario.model.name), **_model_json(r.scenario, r, src, sub)})
+        last = next((j for j in reversed(result.joint) if j.models), None)
+        print(to_json({
+            "scenario": spec.source, "name": spec.name, "status": multi_status(result),
+            "objective": None if last is None else last.usd_per_hour, "bound": None, "gap": None,
+            "objective_name": "$/h of the joint fleet (every model) at the last joint point",
+            "solve_seconds": round(sum(float(m["solve_seconds"]) for m in models), 4),
+            "solver": "fleet-simulation+class-milp",
+            "solution": None if last is None else last.to_dict(),
+            "validation": {"feasible": bool(result.joint) and all(j.met for j in result.joint),
+                           "objective": None if last is None else last.usd_per_hour,
+                           "violations": [{**v, "where": f"point {j.index + 1}, {s.model}: {v['where']}"}
+                                          for j in result.joint for s in j.models
+                                          for v in s.check.get("violations", [])]},
+            "models": models, "joint_fleets": [j.to_dict() for j in result.joint], "failures": result.failures,
+            "outputs": {k: str(v) for k, v in paths.items()}}))
+    else:
+        for r, src in zip(result.results, sources):
+            if not r.points.empty:
+                out.print(_points_table(r.scenario, r.points, src))
+                mixed_table = _mixed_table(r)
+                if mixed_table is not None:
+                    out.print(mixed_table)
+                for line in answer_lines(r):
+                    out.print(line)
+            for (name, degree), s in src.items():
+                caveat = "; its file calls it a lower bound on end-to-end time" if "lower bound" in s.provenance.lower() else ""
+                codes = s.caveat_codes()
+                out.print(f"cost model {r.scenario.model.name} on {name} TP {degree}: {s.path} — {s.label}; "
+                          f"{s.holdout_text()}{caveat}" + (f"; caveats: {', '.join(codes)}" if codes else ""))
+            out.print(f"sweep {r.scenario.model.name}: {r.summary.line()}")
+        if result.joint:
+            out.print(_joint_table(result))
+            for j in result.joint:
+                out.print(j.line())
+        if paths:
+            out.print(f"report: {paths['report']}  joint fleets: {paths['joint']}  per model: "
+                      + ", ".join(f"{out_dir / model_dir_name(r.scenario.model.name)}/" for r in result.results))
+        else:
+            out.print("report: not written (give --out DIR for report.html, joint.csv, each model's points and a "
+                      "resumable sweep)")
+    if result.failures:
+        key, message = next(iter(result.failures.items()))
+        raise PlannerError(f"{len(result.failures)} point(s) failed (first: {key}: {message}); "
+                           + ("the others are saved: re-run the same command with --force to retry the failed ones"
+                              if out_dir is not None else "re-run with --out DIR to keep the finished points"))
+
+
+def _joint_table(result) -> Table:
+    """Per joint point and model: the checked fleet, $/h, verdict, planned alone; then the totals."""
+    inv = [f"{g.spec.name} ≤ {g.available}" for g in result.scenario.gpus if g.available is not None]
+    t = Table(title="Joint mixed fleet per point (one class MILP over every model, shared GPUs"
+                    + (f": {', '.join(inv)}" if inv else ", no inventory limit")
+                    + "; each model's sub-fleet simulated on its own stream; 'meets' = its simulation meets its "
+                    "criterion; 'alone' = the model planned alone with the whole inventory; each model under its "
+                    "cost models above)", title_justify="left")
+    for col in ("point", "model", "req/s", "fleet", "$/h", "meets", "best single", "$/h ", "alone", "$/h  "):
+        t.add_column(col, justify="right" if col.startswith(("$", "req", "point", "meets")) else "left")
+
+    def usd(value) -> str:
+        return "-" if value is None or value != value else f"{value:,.2f}"
+
+    for j in result.joint:
+        if not j.models:
+            t.add_row(str(j.index + 1), "all", "-", j.note, "-", "NO", "-", "-", "-", "-")
+            continue
+        for s in j.models:
+            t.add_row(str(j.index + 1), s.model, fmt(s.rate), s.fleet(), usd(s.usd_per_hour), "yes" if s.met else "NO",
+                      s.best_single, usd(s.best_single_usd_per_hour), s.alone, usd(s.alone_usd_per_hour))
+        over = "" if j.alone_fit else " (overdraws the inventory)"
+        singles = "" if j.best_singles_fit else " (overdraws)"
+        t.add_row(str(j.index + 1), "total", "", " + ".join(f"{n} × {g}" for g, n in j.gpus.items() if n),
+                  usd(j.usd_per_hour), "yes" if j.met else "NO", f"sum{singles}", usd(j.best_singles_usd_per_hour),
+                  f"sum{over}", usd(j.alone_usd_per_hour), end_section=True)
+    return t
+
+
+def _model_json(spec, result, sources, paths) -> dict:
+    """The ``--json`` object of one model's sweep (the whole output of a single-model scenario)."""
+    from planner.capacity.report import POINT_JSON_COLUMNS, json_summary
+
+    rows = result.points.reindex(columns=list(POINT_JSON_COLUMNS)).to_dict(orient="records")
+    for row in rows:
+        src = sources.get((row["gpu"], row["tensor_parallel"]))
+        row["cost_model"] = None if src is None else src.label
+        row["cost_model_path"] = None if src is None else src.path
+    return {"scenario": spec.source, "name": spec.name, **json_summary(result), "points": rows,
+            "criterion": {"percentile": spec.percentile, "attainment": spec.attainment,
+                          "text": spec.criterion_label},
+            "cost_models": [{**src.model_dump(mode="json"), "holdout": src.holdout_text()}
+                            for src in sources.values()],
+            "not_planned": [{"gpu": e.gpu, "tensor_parallel": e.tensor_parallel, "reason": e.reason}
+                            for e in result.excluded],
+            "mixed_fleet": None if result.mixed is None else result.mixed.to_dict(),
+            "mixed_fleets": [m.to_dict() for m in result.mixed_by_rate],
+            "class_mixed_fleets": [m.to_dict() for m in result.classes_by_rate],
+            "eq7": result.fits.to_dict(orient="records"), "failures": result.failures,
+            "outputs": {k: str(v) for k, v in paths.items()}}
+
+
+def _points_table(spec, pts, sources) -> Table:
+    """Every point of one model's sweep: simulated answer, certified bound, percentiles, $/h, cost model."""
+    pct = "attainment" if spec.attainment is not None else f"P{spec.percentile:g}"
+    t = Table(title=f"Capacity: {spec.model.name} ({spec.workload_label}), {spec.criterion_label}; GPUs = "
+                    f"simulated answer ({spec.scheduler} engine, {spec.router} router), ≥ GPUs = certified "
+                    "bound for any policy; each row under its cost model (* = best TP of its GPU type)",
+              title_justify="left")
+    for col in ("GPU type", "TP", "req/s", "GPUs", "≥ GPUs", "gap", f"{pct} TTFT", f"{pct} TPOT",
+                "snapshot GPUs", "$/h", "status", "cost model"):
+        t.add_column(col, justify="left" if col in ("GPU type", "status", "cost model") else "right")
+    for row in pts.sort_values(["rate", "usd_per_hour", "gpu", "tensor_parallel"]).itertuples():
+        src = sources.get((row.gpu, row.tensor_parallel))
+        snap = "-" if row.snapshot_gpus is None or row.snapshot_gpus != row.snapshot_gpus else str(int(row.snapshot_gpus))
+        t.add_row(row.gpu, f"{row.tensor_parallel}{'*' if row.best_config else ''}", fmt(row.rate),
+                  str(row.gpus), str(row.bound_gpus), fmt_gap(row.gap), f"{row.p_ttft_s:.3g} s",
+                  f"{1000 * row.p_tpot_s:.3g} ms", snap, f"{row.usd_per_hour:,.2f}", row.status,
+                  "none found" if src is None else src.label)
+    return t
 
 
 def _mixed_table(result) -> Table | None:
