@@ -110,7 +110,8 @@ def load_bases() -> list[tuple[Path, dict, str]]:
 
 def prepared(path: Path, data: dict, family: str) -> tuple[dict, dict[str, bytes]]:
     """The base made self-contained: shipped references as absolute paths, a placement request CSV
-    copied beside the instance as ``requests.csv``; the capacity scenario cut to one point."""
+    copied beside the instance as ``requests.csv``; the capacity scenario cut to one point (one joint point
+    for several models), one configuration and a 120 s arrival window."""
     data = copy.deepcopy(data)
     files: dict[str, bytes] = {}
     if family in ("placement", "priority") and isinstance(data.get("cost_model"), str):
@@ -119,11 +120,18 @@ def prepared(path: Path, data: dict, family: str) -> tuple[dict, dict[str, bytes
         files["requests.csv"] = (path.parent / data["requests"]).read_bytes()
         data["requests"] = "requests.csv"
     if family == "capacity":
-        data["rates"] = data["rates"][:1]
+        if isinstance(data.get("models"), list):  # several models: one joint point
+            data["models"] = [{**m, "rates": m["rates"][:1]} if isinstance(m, dict) and "rates" in m else m
+                              for m in data["models"]]
+        else:
+            data["rates"] = data["rates"][:1]
         first = dict(data["gpus"][0])
         first["tensor_parallel"] = [4]
         data["gpus"] = [first]
         data["solve"] = {**data.get("solve", {}), "time_limit_s": 2, "exact_max_requests": 50}
+        # a short arrival window: the point is the input handling, not the fleet's size
+        sim = data.get("simulation") if isinstance(data.get("simulation"), dict) else {}
+        data["simulation"] = {**sim, "duration_s": 120, "warmup_s": 10}
     return data, files
 
 

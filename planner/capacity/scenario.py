@@ -39,6 +39,26 @@ Names.  GPU and model names are catalog names (any letter case): an alias is ref
 "did you mean" line listing every catalog entry it could mean, never rewritten (``A100-80GB`` is not
 silently ``A100-80GB-SXM``; it could as well be ``A100-80GB-PCIe``).
 
+GPUs outside the catalog.  ``type`` may instead be a mapping of the GPU's specs (`GPUSpec`), in a
+single- or a multi-model file:
+
+```yaml
+gpus:
+  - type: {name: L40S-custom, memory_gb: 48, memory_bandwidth_gb_s: 864, fp16_tflops: 362}
+    price_per_hour: 1.90          # required: a GPU defined by its specs has no catalog price
+    tensor_parallel: [1, 2]
+```
+
+``name`` (letters, digits and ``. _ + -``, starting with a letter or digit, at most 64 characters) and
+``memory_gb`` (GB per GPU, 0 < m ≤ 100,000) are required; ``memory_bandwidth_gb_s`` and
+``fp16_tflops`` are optional and positive (the capacity sweep reads the memory only: the time of a
+batch comes from the cost model).  The GPU keeps its name exactly, and its Aladdin cost models are
+looked up by that name in ``cost_models_dir`` (``aladdin/<model>__<gpu>__tp<g>.yaml``, names in
+`planner.costmodels.files.slug` form), the files ``planner fit PROFILE --gpu NAME --out-dir DIR``
+writes.  A name that is a catalog name or alias, or one that would share a catalog GPU's cost-model
+file name, is refused (write the catalog name as text, or choose another name): a catalog entry is
+never shadowed, redefined or rewritten.
+
 Workloads.  A real trace contributes its (input, output) lengths: they are summarised as a length
 distribution (`derive_length_distribution`, requests longer than the model's context dropped) and
 the arrival rate stays the swept variable.  ``start_s`` / ``duration_s`` keep the requests arriving
@@ -216,8 +236,41 @@ class ScenarioWorkload(_Strict):
         return value
 
 
+#: Largest ``memory_gb`` and ``memory_bandwidth_gb_s`` / ``fp16_tflops`` of a GPU defined by its specs.
+MAX_GPU_MEMORY_GB = 1e5
+MAX_GPU_SPEC = 1e9
+#: The name of a GPU defined by its specs (module docstring, GPUs outside the catalog).
+CUSTOM_GPU_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
+
+
+class ScenarioGPUSpec(_Strict):
+    """A GPU outside the catalog, given by its `GPUSpec` fields (its price is the entry's ``price_per_hour``)."""
+
+    name: str
+    memory_gb: Annotated[float, NotBool, Finite, Field(gt=0, le=MAX_GPU_MEMORY_GB)]
+    memory_bandwidth_gb_s: Annotated[float, NotBool, Finite, Field(gt=0, le=MAX_GPU_SPEC)] | None = None
+    fp16_tflops: Annotated[float, NotBool, Finite, Field(gt=0, le=MAX_GPU_SPEC)] | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not CUSTOM_GPU_NAME.fullmatch(value):
+            raise ValueError(f"{value!r} is not a usable GPU name: letters, digits and . _ + - (starting with a "
+                             "letter or digit), at most 64 characters")
+        return value
+
+
+def _gpu_type(value: object) -> object:
+    if isinstance(value, str) and value.strip():
+        return value
+    if isinstance(value, dict):
+        return value
+    raise ValueError(f"must be a catalog GPU name or a mapping of its specs {{name, memory_gb[, "
+                     f"memory_bandwidth_gb_s, fp16_tflops]}}, got {value!r}")
+
+
 class ScenarioGPU(_Strict):
-    type: str
+    type: Annotated[str | dict, BeforeValidator(_gpu_type)]  # a catalog name, or a `ScenarioGPUSpec` mapping
     price_per_hour: PositiveNumber | None = None
     available: Annotated[int, NotBool, Field(ge=1)] | None = None  # GPUs of this type the mixed fleet may use
     tensor_parallel: list[int] | Literal["best", "all"] = "best"
@@ -335,7 +388,8 @@ FLAGS_SOURCE = "planner capacity flags"
 
 
 class CandidateGPU(BaseModel):
-    """A resolved GPU candidate: catalog spec with its price, and the TP degrees asked for."""
+    """A resolved GPU candidate: its spec (the catalog's, or the one the scenario defines) with its price,
+    and the TP degrees asked for."""
 
     model_config = ConfigDict(frozen=True)
     spec: GPUSpec
@@ -543,15 +597,20 @@ def scenario_from_mapping(raw: dict, source: Path | str) -> Scenario:
     _check_model_has_cost_models(path, model, models_dir)
     gpus = []
     for k, entry in enumerate(data.gpus):
-        spec = _catalog_gpu(path, f"gpus[{k}].type", entry.type)
+        given = isinstance(entry.type, dict)
+        spec = (_given_gpu(path, f"gpus[{k}].type", entry.type) if given
+                else _catalog_gpu(path, f"gpus[{k}].type", entry.type))
         price = entry.price_per_hour or spec.price_per_hour
         if price is None:
-            raise InputError(path, f"gpus[{k}].price_per_hour",
-                             f"required: the catalog has no price for {spec.name} (US$ per GPU-hour)")
-        degrees = _degrees(path, k, model, spec.name, entry.tensor_parallel, models_dir)
+            why = ("a GPU defined by its specs has no catalog price" if given
+                   else f"the catalog has no price for {spec.name}")
+            raise InputError(path, f"gpus[{k}].price_per_hour", f"required: {why} (US$ per GPU-hour)")
+        degrees = _degrees(path, k, model, spec.name, entry.tensor_parallel, models_dir, given=given)
         gpus.append(CandidateGPU(spec=spec.model_copy(update={"price_per_hour": price}), degrees=degrees,
                                  available=entry.available))
-    names = [g.spec.name for g in gpus]
+    from planner.costmodels.files import slug  # noqa: PLC0415
+
+    names = [slug(g.spec.name) for g in gpus]  # one cost-model file name per GPU type
     if len(set(names)) != len(names):
         raise InputError(path, "gpus", "each GPU type may appear once")
     dist, label, trace = _workload(path, data.workload, model.max_context_tokens)
@@ -639,11 +698,41 @@ def _catalog_gpu(path: Path, field: str, name: str) -> GPUSpec:
     name several SKUs (``A100-80GB``: SXM or PCIe), so every catalog GPU it could mean is listed."""
     spec = find_gpu(name)
     if spec is None:
-        raise InputError(path, field, f"unknown GPU type {name!r} (known: {', '.join(gpu_names())})")
+        raise InputError(path, field, f"unknown GPU type {name!r} (known: {', '.join(gpu_names())}; a GPU outside "
+                                      "the catalog is defined in a scenario file by its specs: "
+                                      "type: {name: NAME, memory_gb: GB})")
     if spec.name.lower() != name.lower():
         similar = sorted({g for g in gpu_names() if g.lower().startswith(name.lower())} | {spec.name})
         raise InputError(path, field, f"unknown GPU type {name!r}{_did_you_mean(similar)}")
     return spec
+
+
+def _given_gpu(path: Path, field: str, mapping: dict) -> GPUSpec:
+    """The GPU a scenario defines by its specs (module docstring, GPUs outside the catalog).  Its name may
+    not be a catalog name or alias, nor share a catalog GPU's cost-model file name (`slug`): a catalog
+    entry is never shadowed or redefined."""
+    from planner.costmodels.files import slug  # noqa: PLC0415
+
+    data = validate_model(ScenarioGPUSpec, mapping, path, field)
+    name = data.name
+    clash = find_gpu(name)
+    candidates = [] if clash is None else [clash.name]
+    if clash is not None and clash.name.lower() == name.lower():
+        what = "is the catalog GPU"
+    elif clash is not None:  # an alias may name several SKUs (A100-80GB: SXM or PCIe): list them, pick none
+        stem = name.lower().split("-")[0]
+        candidates = sorted({g for g in gpu_names() if g.lower().split("-")[0] == stem} | {clash.name})
+        what = f"is an alias in the GPU catalog ({', '.join(candidates)})"
+    else:
+        clash = find_gpu(slug(name)) or next((find_gpu(g) for g in gpu_names() if slug(g) == slug(name)), None)
+        candidates = [] if clash is None else [clash.name]
+        what = f"shares its cost-model file name ({slug(name)}) with the catalog GPU {clash.name}" if clash else ""
+    if clash is not None:
+        shown = candidates[0] if len(candidates) == 1 else "one of " + ", ".join(candidates)
+        raise InputError(path, f"{field}.name", f"{name!r} {what}; write the catalog name as text "
+                                                f"(type: {shown}), or give this GPU another name")
+    return GPUSpec(name=name, memory_gb=data.memory_gb, memory_bandwidth_gb_s=data.memory_bandwidth_gb_s,
+                   fp16_tflops=data.fp16_tflops)
 
 
 def _models_root(models_dir: str | None) -> Path:
@@ -662,17 +751,20 @@ def _check_model_has_cost_models(path: Path, model: LLMSpec, models_dir: str | N
 
 
 def _degrees(path: Path, k: int, model: LLMSpec, gpu: str, asked: list[int] | str,
-             models_dir: str | None) -> tuple[int, ...] | None:
+             models_dir: str | None, *, given: bool = False) -> tuple[int, ...] | None:
     """The TP degrees of one candidate: a sorted tuple, or None for ``best``; ``all`` = every degree of
-    `TP_DEGREES` with a cost model file.  A GPU type with no cost model at any of them is refused."""
+    `TP_DEGREES` with a cost model file.  A GPU type with no cost model at any of them is refused (for a
+    GPU defined by its specs, ``given``, the line says how to fit one)."""
     from planner.costmodels.files import find_cost_model_path  # noqa: PLC0415
 
     wanted = TP_DEGREES if asked in ("best", "all") else tuple(sorted(set(asked)))
     fitted = tuple(g for g in wanted if find_cost_model_path("aladdin", model.name, gpu, g, models_dir) is not None)
     if not fitted:
         shown = ", ".join(str(g) for g in wanted)
+        how = (f" (fit one with `planner fit PROFILE --model {model.name} --gpu {gpu} --out-dir DIR` and give "
+               "cost_models_dir: DIR)" if given else "")
         raise InputError(path, f"gpus[{k}].type", f"no Aladdin cost model for {model.name} on {gpu} at TP {shown} "
-                                                  f"in {_models_root(models_dir)}")
+                                                  f"in {_models_root(models_dir)}{how}")
     if asked == "best":
         return None
     return fitted if asked == "all" else wanted
