@@ -19,9 +19,11 @@ from planner.cli.common import (
     ThreadsOption,
     check_out,
     check_run_options,
+    cost_model_caveats,
     fmt,
     fmt_gap,
     out,
+    print_cost_caveats,
     to_json,
     write_output,
 )
@@ -144,9 +146,13 @@ def _request_table(result: Result, limit: int) -> Table | None:
     return t
 
 
-def _emit(instance: Path, name: str, result: Result, json_out: bool, output: Path | None, force: bool,
+def _emit(instance: Path, problem: BatchingProblem, result: Result, json_out: bool, output: Path | None, force: bool,
           title: str, per_request: int) -> None:
-    text = to_json({"instance": str(instance), "name": name, **result.to_dict()})
+    """The result as JSON (with the cost model's caveats) or as tables followed by the caveats line."""
+    from planner.solver import SolveStatus
+
+    text = to_json({"instance": str(instance), "name": problem.name, **result.to_dict(),
+                    "cost_model_caveats": cost_model_caveats(problem.cost)})
     write_output(output, text, force)
     if json_out:
         print(text)
@@ -155,6 +161,8 @@ def _emit(instance: Path, name: str, result: Result, json_out: bool, output: Pat
     table = _request_table(result, per_request)
     if table is not None:
         out.print(table)
+    if result.status != SolveStatus.ERROR:
+        print_cost_caveats(problem.cost)
 
 
 def simulate_batching_cmd(
@@ -192,7 +200,7 @@ def simulate_batching_cmd(
         result = run_scheduler(problem, config, max_batches=max_work // problem.n)
     except WorkLimitError as exc:
         raise _too_much_work(instance, problem.n, exc.at_least, max_work, f"under {config.name}") from None
-    _emit(instance, problem.name, result, json_out, output, force, f"Simulation: {problem.name} / {config.name}",
+    _emit(instance, problem, result, json_out, output, force, f"Simulation: {problem.name} / {config.name}",
           per_request)
 
 
@@ -242,7 +250,7 @@ def solve_batching_cmd(
     result = solve_batching(problem, objective=objective, solver=solver, time_limit=time_limit, threads=threads,
                             seed=seed, batches=batches, goal_scheduler=goal_scheduler, goal_factor=goal_factor,
                             formulation=formulation, started=started)
-    _emit(instance, problem.name, result, json_out, output, force, solve_title(result.status, problem.name), per_request)
+    _emit(instance, problem, result, json_out, output, force, solve_title(result.status, problem.name), per_request)
     if result.status == SolveStatus.ERROR:
         raise typer.Exit(1)
 
@@ -281,7 +289,8 @@ def compare_batching_cmd(
         print(to_json({"instance": str(instance), "name": problem.name, "reference": reference,
                        "reference_kind": ref_name,
                        "methods": {k: {**r.to_dict(), "gap_to_reference": _gap_to(r.objective, reference)}
-                                   for k, r in rows}}))
+                                   for k, r in rows},
+                       "cost_model_caveats": cost_model_caveats(problem.cost)}))
         return
     t = Table(title=f"Batching compare: {problem.name} (gap to {ref_name} {fmt(reference, 6)} s)", title_justify="left")
     for col in ("method", "latency (s)", "tokens/s", "TTFT (s)", "TPOT (s)", "evictions", "batches", "gap", "valid"):
@@ -298,6 +307,7 @@ def compare_batching_cmd(
     skipped = [k for k in PRESET_NAMES if k not in heur]
     if skipped:
         out.print("presets that cannot finish this instance: " + ", ".join(skipped))
+    print_cost_caveats(problem.cost)
 
 
 def _gap_to(objective: float | None, reference: float) -> float | None:

@@ -114,6 +114,106 @@ def write_output(path: Path | None, text: str, force: bool) -> None:
     write_file(path, text, force)
 
 
+def cost_model_caveats(cost: Any) -> list[str]:
+    """The caveats a cost-model file states, as ``"code: detail"`` lines ([] when it states none).
+
+    Every output built on one cost model carries them: ``--json`` as the top-level list
+    ``cost_model_caveats``, the terminal as one line after the result (`print_cost_caveats`)."""
+    from planner.costmodels.models import cost_model_caveats as caveats  # noqa: PLC0415
+
+    return caveats(cost)
+
+
+def cost_model_label(cost: Any) -> str:
+    """``<model> / <gpu> / TP <g>`` for a file fitted to one configuration, else the model's name (InferMax sets)."""
+    model, gpu, degree = (getattr(cost, a, None) for a in ("model", "gpu", "tensor_parallel"))
+    if model and gpu and degree:
+        return f"{model} / {gpu} / TP {degree}"
+    return str(getattr(cost, "name", None) or getattr(cost, "kind", "cost model"))
+
+
+def several_cost_model_caveats(models: Any) -> list[str]:
+    """Caveats of an output built on several cost models (one per configuration): ``"<label>: code: detail"``
+    lines, each model once (by `cost_model_label`, in the order given); [] when none states any."""
+    lines: list[str] = []
+    seen: set[str] = set()
+    for cost in models:
+        label = cost_model_label(cost)
+        if label in seen:
+            continue
+        seen.add(label)
+        lines += [f"{label}: {line}" for line in cost_model_caveats(cost)]
+    return lines
+
+
+def cost_models_of(problem: Any, result: Any = None) -> list[Any]:
+    """The cost models a family problem's results are built on, in the order the problem names them:
+
+    * placement, batching: the instance's model (Aladdin / InferMax); priority: its bilinear model (none
+      when every job gives its own latencies);
+    * a deployment cluster: the p1..p8 model (static estimate) or Aladdin model (continuous estimate) of
+      every (GPU, TP) it enumerates (with its ``result``: of the (GPU, TP) with a throughput estimate, i.e.
+      not refused by the memory check or the SLOs); a cost plan: the Aladdin models behind its estimated capacities (none
+      for capacities the file gives); request classes: none (the file gives every capacity);
+    * routing: every instance's p1..p8 model;
+    * queueing: the Aladdin model of every (group model, instance GPU, TP) whose work the estimator
+      estimated, read through the estimator's own cached look-up (the very file its numbers came from).
+    """
+    kind = type(problem).__name__
+    if kind in ("PlacementProblem", "BatchingProblem"):
+        return [problem.cost]
+    if kind == "PriorityProblem":
+        return [] if problem.cost_model is None else [problem.cost_model]
+    if kind == "ClusterProblem":
+        models = problem.hetero_models if problem.estimator == "static" else problem.aladdin_models
+        estimates = getattr(getattr(result, "solution", None), "estimates", None)
+        if estimates is not None:
+            from planner.deployment.problem import model_key  # noqa: PLC0415
+
+            used = {model_key(e.gpu, e.tensor_parallel) for e in estimates if e.feasible}
+            return [cost for key, cost in models.items() if key in used]
+        return list(models.values())
+    if kind == "CostPlanProblem":
+        return [o.cost_model for o in problem.options if o.cost_model is not None]
+    if kind == "RoutingProblem":
+        return [inst.cost for inst in problem.instances]
+    if kind == "QueueingProblem":
+        from planner.queueing.estimator import _cost_model  # noqa: PLC0415
+
+        models, seen = [], set()
+        for t, typ in enumerate(problem.types):
+            for i, group in enumerate(problem.groups):
+                key = (group.model, typ.gpu, typ.tensor_parallel)
+                if key in seen or not math.isfinite(float(problem.work_s[t, i])):
+                    continue
+                seen.add(key)
+                cost = _cost_model(*key, None)
+                if cost is not None:
+                    models.append(cost)
+        return models
+    return []  # request classes (ClassPlanProblem) and anything without a cost model
+
+
+def instance_cost_model_caveats(family: str, path: Path) -> list[str]:
+    """``"<model> / <gpu> / TP <g>: code: detail"`` lines of the cost models an instance file of ``family``
+    (`planner.harness` names) is solved under, e.g. for a per-instance field of `planner compare all`."""
+    from planner.harness import available_families  # noqa: PLC0415
+
+    return several_cost_model_caveats(cost_models_of(available_families()[family].load(path)))
+
+
+def print_cost_caveats(*models: Any) -> None:
+    """After a successful result: one line per cost model that states caveats,
+    ``cost model <model> / <gpu> / TP <g> caveats: code: detail; …`` (nothing when none does)."""
+    seen: set[str] = set()
+    for cost in models:
+        label = cost_model_label(cost)
+        lines = cost_model_caveats(cost)
+        if lines and label not in seen:
+            seen.add(label)
+            out.print(f"cost model {label} caveats: " + "; ".join(lines))
+
+
 def check_run_options(time_limit: float | None = None, threads: int | None = None) -> None:
     """The same one-line errors for --time-limit and --threads in every solve / compare / simulate command."""
     if time_limit is not None and not time_limit > 0:  # also NaN

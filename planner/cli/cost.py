@@ -21,7 +21,8 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from planner.cli.common import ForceOption, JsonOption, check_output_file, out, to_json, write_output
+from planner.cli.common import (ForceOption, JsonOption, check_output_file, cost_model_caveats, out, print_cost_caveats,
+                               to_json, write_output)
 from planner.errors import InputError, PlannerError
 
 app = typer.Typer(help="Cost models: predict batch times from a model file.", no_args_is_help=True)
@@ -108,14 +109,14 @@ def predict_cmd(
     for col in ("batch_size", "prompt_tokens", "output_tokens", "context_tokens"):
         table[col] = table[col].astype(int)
     provenance = getattr(model, "provenance", "") or ""
-    caveats = [c.code for c in getattr(model, "caveats", [])]
+    caveats = [c.code for c in getattr(model, "caveats", None) or []]  # None: the file states none
     if out_path is not None:
         write_output(out_path, table.to_csv(index=False), force)
     records = table.to_dict(orient="records")
     if json_out:
         print(to_json({"model_file": str(model_file), "kind": getattr(model, "kind", ""), "provenance": provenance,
-                       "caveats": caveats, "rows_file": str(rows_csv), "out": str(out_path) if out_path else None,
-                       "rows": records}))
+                       "caveats": caveats, "cost_model_caveats": cost_model_caveats(model), "rows_file": str(rows_csv),
+                       "out": str(out_path) if out_path else None, "rows": records}))
         return
     t = Table(title=f"Predicted times (s) under cost model {model_file} ({getattr(model, 'kind', '')}"
                     + (f"; caveats: {', '.join(caveats)}" if caveats else "") + ")", title_justify="left")
@@ -125,5 +126,6 @@ def predict_cmd(
         t.add_row(str(i), str(r["batch_size"]), str(r["prompt_tokens"]), str(r["output_tokens"]),
                   str(r["context_tokens"]), f"{r['prefill_s']:.6g}", f"{r['decode_s_per_token']:.6g}")
     out.print(t)
+    print_cost_caveats(model)
     if out_path is not None:
         out.print(f"wrote {out_path}")

@@ -21,8 +21,11 @@ from planner.cli.common import (
     check_out,
     err,
     fmt,
+    cost_models_of,
     fmt_gap,
     out,
+    print_cost_caveats,
+    several_cost_model_caveats,
     to_json,
     write_output,
 )
@@ -40,8 +43,12 @@ def _check(solver: str, time_limit: float | None, threads: int | None = None) ->
     check_run_options(time_limit, threads)  # NaN-safe: `not x > 0`
 
 
-def _emit(instance: Path, name: str, result: Result, json_out: bool, output: Path | None, force: bool) -> bool:
-    text = to_json({"instance": str(instance), "name": name, **result.to_dict()})
+def _emit(instance: Path, name: str, result: Result, json_out: bool, output: Path | None, force: bool,
+          problem=None) -> bool:  # noqa: ANN001
+    """Write the JSON result (``cost_model_caveats``: ``"<model> / <gpu> / TP <g>: code: detail"`` per
+    configuration, [] when none); print it with --json.  True when printed."""
+    text = to_json({"instance": str(instance), "name": name, **result.to_dict(),
+                    "cost_model_caveats": several_cost_model_caveats(cost_models_of(problem, result))})
     write_output(output, text, force)
     if json_out:
         print(text)
@@ -221,21 +228,24 @@ def solve_deployment_cmd(
     problem = load_deployment_instance(instance)
     if isinstance(problem, ClusterProblem):
         result = _enumeration_result(problem)
-        if not _emit(instance, problem.name, result, json_out, output, force):
+        if not _emit(instance, problem.name, result, json_out, output, force, problem):
             _print_enumeration(problem, result)
+            print_cost_caveats(*cost_models_of(problem, result))
         return
     if isinstance(problem, ClassPlanProblem):
         result = solve_class_plan(problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed,
                                   started=started)
-        if not _emit(instance, problem.name, result, json_out, output, force):
+        if not _emit(instance, problem.name, result, json_out, output, force, problem):
             _print_class_plan(problem, result)
         if result.status == SolveStatus.ERROR:
             raise typer.Exit(1)
         return
     result = solve_cost_plan(problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed,
                              started=started)
-    if not _emit(instance, problem.name, result, json_out, output, force):
+    if not _emit(instance, problem.name, result, json_out, output, force, problem):
         _print_cost(problem, result)
+        if result.status != SolveStatus.ERROR:
+            print_cost_caveats(*cost_models_of(problem))
     if result.status == SolveStatus.ERROR:
         raise typer.Exit(1)
 
@@ -268,7 +278,7 @@ def plan_cost_cmd(
                                                  "classes (gpus, models)")
         result = solve_class_plan(problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed,
                                   started=started)
-        if not _emit(instance, problem.name, result, json_out, output, force):
+        if not _emit(instance, problem.name, result, json_out, output, force, problem):
             _print_class_plan(problem, result)
         return
     if not isinstance(problem, CostPlanProblem):
@@ -280,7 +290,8 @@ def plan_cost_cmd(
                    "objective": scale, "bound": bound, "gap": outcome.gap, "solve_seconds": outcome.seconds,
                    "solver": outcome.solver, "message": outcome.message, "stats": outcome.extra,
                    "solution": {"max_load_scale": scale,
-                   "max_rates": {d.model: (scale or 0.0) * d.rate for d in problem.demands}}}
+                   "max_rates": {d.model: (scale or 0.0) * d.rate for d in problem.demands}},
+                   "cost_model_caveats": several_cost_model_caveats(cost_models_of(problem))}
         text = to_json(payload)
         write_output(output, text, force)
         if json_out:
@@ -290,11 +301,13 @@ def plan_cost_cmd(
                       f"{fmt(bound, 4)}): " + ", ".join(f"{d.model} {(scale or 0) * d.rate:.3g} req/s" for d in problem.demands))
             if outcome.message:
                 out.print(f"note: {outcome.message}")
+            print_cost_caveats(*cost_models_of(problem))
         return
     result = solve_cost_plan(problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed,
                              started=started)
-    if not _emit(instance, problem.name, result, json_out, output, force):
+    if not _emit(instance, problem.name, result, json_out, output, force, problem):
         _print_cost(problem, result)
+        print_cost_caveats(*cost_models_of(problem))
 
 
 def solve_routing_cmd(
@@ -317,7 +330,7 @@ def solve_routing_cmd(
     started = time.perf_counter()  # --time-limit covers reading the instance too
     problem = load_routing_instance(instance)
     result = solve_routing(problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed, started=started)
-    if not _emit(instance, problem.name, result, json_out, output, force):
+    if not _emit(instance, problem.name, result, json_out, output, force, problem):
         out.print(f"routing {problem.name}: {result.status.value}, makespan {fmt(result.objective, 5)} s, bound "
                   f"{fmt(result.bound, 5)} s, gap {fmt_gap(result.gap)}, {result.solve_seconds:.2f} s ({result.solver})")
         if result.validation is not None:
@@ -325,6 +338,8 @@ def solve_routing_cmd(
             out.print("per-instance load (s): " + ", ".join(f"{k} {v:.3f}" for k, v in loads.items()))
         if result.message:
             out.print(result.message)
+        if result.status != SolveStatus.ERROR:
+            print_cost_caveats(*cost_models_of(problem))
     if result.status == SolveStatus.ERROR:
         raise typer.Exit(1)
 
@@ -361,7 +376,8 @@ def compare_routing_cmd(
                      "gap_to_optimum": gap_opt, "gap_to_bound": gap_bound, "seconds": r.solve_seconds,
                      "valid": r.validation.feasible if r.validation else None, "message": r.message})
     payload = {"instance": str(instance), "name": problem.name, "optimum": optimum, "best_bound": exact.bound,
-               "methods": rows, "milp": exact.to_dict()}
+               "methods": rows, "milp": exact.to_dict(),
+               "cost_model_caveats": several_cost_model_caveats(cost_models_of(problem))}
     text = to_json(payload)
     write_output(output, text, force)
     if json_out:
@@ -379,6 +395,7 @@ def compare_routing_cmd(
         out.print(f"MILP optimum {fmt(optimum, 5)} s (within relative gap {fmt_gap(exact.gap)}, {exact.solver}).")
     else:
         out.print(f"MILP {exact.status.value}: best {fmt(exact.objective, 5)} s, bound {fmt(exact.bound, 5)} s. {exact.message}")
+    print_cost_caveats(*cost_models_of(problem))
     if exact.status == SolveStatus.ERROR:
         err.print(exact.message)
 

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
-from planner.cli.common import ForceOption, JsonOption, SeedOption, SolveProgress, check_out, out, to_json, write_files
+from planner.cli.common import (ForceOption, JsonOption, SeedOption, SolveProgress, check_out, cost_model_caveats,
+                                out, print_cost_caveats, to_json, write_files)
 from planner.cli.placement import check_positive, make_options, make_slos, resolve_serving
 from planner.errors import PlannerError
 
@@ -154,20 +155,7 @@ def replay_cmd(
         t.add_row(key, f"{summary[key]:.4g}" if isinstance(summary[key], float) else str(summary[key]))
     t.add_row("peak GPUs", str(result.peak_workers * tensor_parallel))
     out.print(t)
-    _print_caveats(cost, caveats)
-
-
-def cost_model_caveats(cost) -> list[str]:  # noqa: ANN001
-    """The cost-model file's stated limits ("code: detail"), printed beside every number built on it."""
-    from planner.costmodels.models import cost_model_caveats as caveats  # noqa: PLC0415
-
-    return caveats(cost)
-
-
-def _print_caveats(cost, caveats: list[str]) -> None:  # noqa: ANN001
-    if caveats:
-        out.print(f"cost model {cost.model} / {cost.gpu} / TP {cost.tensor_parallel} caveats: "
-                  + "; ".join(caveats))
+    print_cost_caveats(cost)
 
 
 #: What `replay` / `scaling` worker counts are, and what the fleet column beside them is.
@@ -276,7 +264,7 @@ def scaling_cmd(
     for _, row in fit.table.iterrows():
         t.add_row(*[f"{row[c]:.4g}" if isinstance(row[c], float) else str(row[c]) for c in cols])
     out.print(t)
-    _print_caveats(cost, cost_model_caveats(cost))
+    print_cost_caveats(cost)
     if fit.k_w is None:
         out.print("Eq. 7: not fitted (it needs at least two distinct rates)")
     else:

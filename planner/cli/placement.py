@@ -21,10 +21,12 @@ from planner.cli.common import (
     check_out,
     check_run_options,
     TimeLimitOption,
+    cost_model_caveats,
     err,
     fmt,
     fmt_gap,
     out,
+    print_cost_caveats,
     to_json,
     write_output,
 )
@@ -107,7 +109,8 @@ def solve_placement_cmd(
             problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed,
             verbose=verbose, progress=progress, phase=progress.phase, started=started,
         )
-    payload = {"instance": str(instance), "name": problem.name, **result.to_dict()}
+    payload = {"instance": str(instance), "name": problem.name, **result.to_dict(),
+               "cost_model_caveats": cost_model_caveats(problem.cost)}
     text = to_json(payload)
     write_output(output, text, force)
     if json_out:
@@ -117,6 +120,8 @@ def solve_placement_cmd(
         table = _worker_table(result)
         if table is not None:
             out.print(table)
+        if result.status != SolveStatus.ERROR:
+            print_cost_caveats(problem.cost)
     if result.status == SolveStatus.ERROR:  # the requested solver could not run
         raise typer.Exit(1)
 
@@ -171,7 +176,7 @@ def compare_placement_cmd(
             }
         )
     payload = {"instance": str(instance), "name": problem.name, "optimum": optimum, "best_bound": best_bound, "methods": rows,
-               "mip": mip.to_dict()}
+               "mip": mip.to_dict(), "cost_model_caveats": cost_model_caveats(problem.cost)}
     text = to_json(payload)
     write_output(output, text, force)
     if json_out:
@@ -192,6 +197,7 @@ def compare_placement_cmd(
     else:
         out.print(f"MIP: {mip.status.value}, best plan {fmt(mip.objective)} workers; no placement can use fewer than "
                   f"{fmt(best_bound)} ({mip.bound_source}). {mip.message}")
+    print_cost_caveats(problem.cost)
     for r in heuristics:
         if r.solution is None:
             err.print(f"{r.method}: {r.message}")
@@ -245,6 +251,7 @@ def generate_placement_cmd(
                    f"lengths from '{dist.name}' ({dist.source.split(',')[0]}), seed {seed}")
     yml, csv = save_placement_instance(problem, output, cost_model_path=cost_model, description=description)
     out.print(f"wrote {yml} and {csv}")
+    print_cost_caveats(cost)
 
 
 def worker_config_cmd(

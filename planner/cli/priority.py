@@ -18,10 +18,12 @@ from planner.cli.common import (
     OutOption,
     SeedOption,
     check_out,
+    cost_model_caveats,
     err,
     fmt,
     fmt_gap,
     out,
+    print_cost_caveats,
     to_json,
     write_output,
 )
@@ -124,13 +126,16 @@ def solve_priority_cmd(
     else:
         result = run_method(problem, method, time_limit=time_limit, seed=seed, exact_method=exact_method,
                             started=started)
-    payload = {"instance": str(instance), "name": problem.name, **result.to_dict()}
+    payload = {"instance": str(instance), "name": problem.name, **result.to_dict(),
+               "cost_model_caveats": cost_model_caveats(problem.cost_model)}
     text = to_json(payload)
     write_output(output, text, force)
     if json_out:
         print(text)
     else:
         out.print(_summary(result, problem))
+        if result.status != SolveStatus.ERROR:
+            print_cost_caveats(problem.cost_model)
     if result.status == SolveStatus.ERROR:
         raise typer.Exit(1)
 
@@ -170,7 +175,7 @@ def compare_priority_cmd(
             "valid": r.validation.feasible if r.validation else None,
         })
     payload = {"instance": str(instance), "name": problem.name, "optimum": optimum, "bound": exact.bound,
-               "methods": rows, "exact": exact.to_dict()}
+               "methods": rows, "exact": exact.to_dict(), "cost_model_caveats": cost_model_caveats(problem.cost_model)}
     text = to_json(payload)
     write_output(output, text, force)
     if json_out:
@@ -189,6 +194,7 @@ def compare_priority_cmd(
         out.print(f"Exact optimum G = {fmt(optimum, 6)} req/s (proven by {exact.solver}, {exact.stats.get('nodes')} nodes or DP rounds).")
     else:
         out.print(f"Exact search stopped: best G = {fmt(exact.objective, 6)}, no plan exceeds {fmt(exact.bound, 6)}. {exact.message}")
+    print_cost_caveats(problem.cost_model)
 
 
 def generate_priority_cmd(
@@ -216,6 +222,7 @@ def generate_priority_cmd(
     ref = os.path.relpath(default_models_dir() / TABLE2_MODEL, output.resolve().parent)
     save_priority_instance(problem, output, ref, force=force)
     out.print(f"wrote {output} ({jobs} jobs, b_max {b_max})")
+    print_cost_caveats(problem.cost_model)
 
 
 def register(groups: CommandGroups) -> None:

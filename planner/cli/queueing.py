@@ -19,9 +19,12 @@ from planner.cli.common import (
     TimeLimitOption,
     check_out,
     check_run_options,
+    cost_models_of,
     fmt,
     fmt_gap,
     out,
+    print_cost_caveats,
+    several_cost_model_caveats,
     to_json,
     write_output,
 )
@@ -81,6 +84,7 @@ def solve_queueing_cmd(
     payload = {"instance": str(instance), "name": problem.name, **result.to_dict()}
     if result.solution is not None:
         payload["evaluation"] = EstimatorEvaluator().evaluate(problem, result.solution).to_dict()
+    payload["cost_model_caveats"] = several_cost_model_caveats(cost_models_of(problem))
     text = to_json(payload)
     write_output(output, text, force)
     if json_out:
@@ -123,6 +127,8 @@ def solve_queueing_cmd(
             for name, groups in result.solution.to_dict()["queues"].items():
                 q.add_row(name, " → ".join(groups) or "-")
             out.print(q)
+        if result.status != SolveStatus.ERROR:
+            print_cost_caveats(*cost_models_of(problem))
     if result.status == SolveStatus.ERROR:
         raise typer.Exit(1)
 
@@ -152,6 +158,11 @@ def compare_queueing_cmd(
         raise PlannerError(f"--evaluator must be one of {', '.join(EVALUATORS)}, got {evaluator!r}")
     baselines, milp = compare_queueing(problem, solver=solver, formulation=formulation, time_limit=time_limit)
     evaluator_impl = EVALUATORS[evaluator]()
+    cost_models = cost_models_of(problem)
+    if evaluator == "simulator":  # it times every run with the batching family's default InferMax model
+        from planner.batching.costmodel import default_cost_model
+
+        cost_models.append(default_cost_model())
     # SLOs that cannot all be met: the MILP row holds the soft version's plan, so every row is also
     # scored on that soft objective (by the validator), which makes the rows comparable
     soft = milp.stats.get("soft", {}).get("objective") if isinstance(milp.stats.get("soft"), dict) else None
@@ -163,7 +174,8 @@ def compare_queueing_cmd(
             row["soft"] = {"objective": soft, "value": validate_assignment(problem, r.solution, soft).objective}
         rows.append(row)
     text = to_json({"instance": str(instance), "name": problem.name, "objective_name": problem.objective,
-                    "soft_objective_name": soft, "methods": rows})
+                    "soft_objective_name": soft, "methods": rows,
+                    "cost_model_caveats": several_cost_model_caveats(cost_models)})
     write_output(output, text, force)
     if json_out:
         print(text)
@@ -191,6 +203,7 @@ def compare_queueing_cmd(
         out.print("no plan meets every hard SLO" + (f": column '{soft} (soft)' scores every plan on the soft version "
                                                    "(the MILP row holds the soft version's plan)" if soft else "")
                   + "; to rank on a soft objective only, use --objective total_lateness (or max_lateness, late_groups)")
+    print_cost_caveats(*cost_models)
 
 
 def simulate_queueing_cmd(
@@ -211,7 +224,8 @@ def simulate_queueing_cmd(
     problem = load_queueing_instance(instance)
     reports = [replay_trace(problem, p, solver=solver, time_limit=time_limit) for p in policies]
     if json_out:
-        print(to_json({"instance": str(instance), "name": problem.name, "replays": [r.to_dict() for r in reports]}))
+        print(to_json({"instance": str(instance), "name": problem.name, "replays": [r.to_dict() for r in reports],
+                       "cost_model_caveats": several_cost_model_caveats(cost_models_of(problem))}))
         return
     t = Table(title=f"Queueing trace replay: {problem.name} ({problem.num_groups} groups, {problem.num_queues} instances)",
               title_justify="left")
@@ -222,6 +236,7 @@ def simulate_queueing_cmd(
                   ", ".join(f"{k} {100 * v:.0f}%" for k, v in r.slo_attainment.items()), str(r.swaps),
                   f"{r.drain_s:.1f}", str(r.milp_solves), f"{r.milp_seconds:.2f}")
     out.print(t)
+    print_cost_caveats(*cost_models_of(problem))
 
 
 def register(groups: CommandGroups) -> None:

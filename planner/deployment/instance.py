@@ -396,7 +396,8 @@ def load_cost_plan(path: Path, data: dict) -> CostPlanProblem:
                         continue
                     options.append(InstanceOption(gpu_index=g, tensor_parallel=check.tensor_parallel, model_index=m,
                                                   capacity=cap.requests_per_s,
-                                                  source=f"continuous estimate, batch {cap.batch:.1f} ({cap.bottleneck})"))
+                                                  source=f"continuous estimate, batch {cap.batch:.1f} ({cap.bottleneck})",
+                                                  cost_model=cost))
     for m, demand in enumerate(demands):
         if not any(o.model_index == m for o in options):
             why = "; ".join(s for s in skipped if s.startswith(demand.model)) or "no capacity given"

@@ -104,6 +104,9 @@ class InstanceOption(Frozen):
     model_index: int = Field(ge=0)
     capacity: PositiveFloat  # requests/s at the SLOs
     source: str = ""
+    #: the Aladdin model the capacity was estimated from (None when the file gives it); not serialised,
+    #: read by the CLI for the model's caveats
+    cost_model: AladdinCostModel | None = Field(default=None, exclude=True)
 
 
 class CostPlanProblem(Frozen):
