@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import run_cli
+from conftest import REPO, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "models"
@@ -280,3 +280,22 @@ def test_cost_predict_carries_caveats(monkeypatch, capsys, tmp_path):
         "cost model Llama-2-70B / A100-80GB-SXM / TP 2 caveats: above_target: ")
     bare = _stripped(shipped, tmp_path / "bare.yaml")
     assert _json(monkeypatch, capsys, "cost", "predict", str(bare), str(rows), "--json")["cost_model_caveats"] == []
+
+
+def test_a_built_in_infermax_set_named_by_an_instance_shows_its_shipped_files_caveats(monkeypatch, capsys, tmp_path):
+    # instances name the published 7B set by name (cost_model: infermax-7b); its numbers are the file's
+    shipped = yaml.safe_load((REPO / "models/infermax/published-7b.yaml").read_text())
+    code, out, err = run_cli(monkeypatch, capsys, "simulate", "batching", str(REPO / "instances/batching/tiny3.yaml"),
+                             "--json")
+    assert code == 0, err
+    codes = [c.split(":")[0] for c in json.loads(out)["cost_model_caveats"]]
+    assert codes == [c["code"] for c in shipped["caveats"]] and "published_coefficients" in codes
+    # a models directory whose file holds other coefficients: nothing is borrowed from it
+    other = tmp_path / "models" / "infermax"
+    other.mkdir(parents=True)
+    (other / "published-7b.yaml").write_text(yaml.safe_dump({**shipped, "b_o": shipped["b_o"] * 2}))
+    monkeypatch.setenv("PLANNER_MODELS_DIR", str(tmp_path / "models"))
+    code, out, err = run_cli(monkeypatch, capsys, "simulate", "batching", str(REPO / "instances/batching/tiny3.yaml"),
+                             "--json")
+    assert code == 0, err
+    assert json.loads(out)["cost_model_caveats"] == []

@@ -20,6 +20,7 @@ from planner.cli.common import (
     check_out,
     check_run_options,
     cost_model_caveats,
+    cost_models_of,
     fmt,
     fmt_gap,
     out,
@@ -152,7 +153,7 @@ def _emit(instance: Path, problem: BatchingProblem, result: Result, json_out: bo
     from planner.solver import SolveStatus
 
     text = to_json({"instance": str(instance), "name": problem.name, **result.to_dict(),
-                    "cost_model_caveats": cost_model_caveats(problem.cost)})
+                    "cost_model_caveats": cost_model_caveats(cost_models_of(problem)[0])})
     write_output(output, text, force)
     if json_out:
         print(text)
@@ -162,7 +163,7 @@ def _emit(instance: Path, problem: BatchingProblem, result: Result, json_out: bo
     if table is not None:
         out.print(table)
     if result.status != SolveStatus.ERROR:
-        print_cost_caveats(problem.cost)
+        print_cost_caveats(cost_models_of(problem)[0])
 
 
 def simulate_batching_cmd(
@@ -290,7 +291,7 @@ def compare_batching_cmd(
                        "reference_kind": ref_name,
                        "methods": {k: {**r.to_dict(), "gap_to_reference": _gap_to(r.objective, reference)}
                                    for k, r in rows},
-                       "cost_model_caveats": cost_model_caveats(problem.cost)}))
+                       "cost_model_caveats": cost_model_caveats(cost_models_of(problem)[0])}))
         return
     t = Table(title=f"Batching compare: {problem.name} (gap to {ref_name} {fmt(reference, 6)} s)", title_justify="left")
     for col in ("method", "latency (s)", "tokens/s", "TTFT (s)", "TPOT (s)", "evictions", "batches", "gap", "valid"):
@@ -307,7 +308,7 @@ def compare_batching_cmd(
     skipped = [k for k in PRESET_NAMES if k not in heur]
     if skipped:
         out.print("presets that cannot finish this instance: " + ", ".join(skipped))
-    print_cost_caveats(problem.cost)
+    print_cost_caveats(cost_models_of(problem)[0])
 
 
 def _gap_to(objective: float | None, reference: float) -> float | None:

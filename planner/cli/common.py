@@ -160,7 +160,9 @@ def cost_models_of(problem: Any, result: Any = None) -> list[Any]:
       estimated, read through the estimator's own cached look-up (the very file its numbers came from).
     """
     kind = type(problem).__name__
-    if kind in ("PlacementProblem", "BatchingProblem"):
+    if kind == "BatchingProblem":
+        return [_published_file(problem.cost) or problem.cost]
+    if kind == "PlacementProblem":
         return [problem.cost]
     if kind == "PriorityProblem":
         return [] if problem.cost_model is None else [problem.cost_model]
@@ -192,6 +194,24 @@ def cost_models_of(problem: Any, result: Any = None) -> list[Any]:
                     models.append(cost)
         return models
     return []  # request classes (ClassPlanProblem) and anything without a cost model
+
+
+def _published_file(cost: Any) -> Any:
+    """The shipped ``models/infermax/published-*.yaml`` file holding exactly the coefficients of a built-in
+    InferMax set (``cost_model: infermax-7b`` in an instance), so its stated error and caveats are shown;
+    None for any other model, or when the file is absent or its coefficients differ."""
+    from planner.batching.costmodel import COEFFICIENTS, InferMaxCostModel, load_infermax_model  # noqa: PLC0415
+    from planner.costmodels.files import default_models_dir  # noqa: PLC0415
+
+    if not isinstance(cost, InferMaxCostModel) or cost.caveats or not cost.name.startswith("infermax-"):
+        return None
+    path = default_models_dir() / "infermax" / f"published-{cost.name.removeprefix('infermax-')}.yaml"
+    try:
+        shipped = load_infermax_model(path)
+    except Exception:  # noqa: BLE001 — no file (or an unreadable one): nothing more to show
+        return None
+    same = shipped.n_layers == cost.n_layers and all(getattr(shipped, c) == getattr(cost, c) for c in COEFFICIENTS)
+    return shipped if same else None
 
 
 def instance_cost_model_caveats(family: str, path: Path) -> list[str]:
