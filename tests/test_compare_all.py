@@ -56,6 +56,10 @@ def test_compare_all_table_and_summary_on_placement(placement_dir, tmp_path, mon
             assert row.gap >= 0 and row.gap_reference == "optimum"
     # every row with a plan carries the independent validator's verdict
     assert rows[rows.objective.notna()].valid.all()
+    # and every instance the caveats of the cost-model file it was solved under (Splitwise prefill > 5 %)
+    assert set(data["cost_model_caveats"]) == set(rows.instance)
+    for inst, lines in data["cost_model_caveats"].items():
+        assert any(": above_target: " in line for line in lines), (inst, lines)
     summary = pd.DataFrame(data["summary"])
     assert set(summary.method) == set(harness.heuristics)
     for row in summary.itertuples():

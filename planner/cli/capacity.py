@@ -460,9 +460,11 @@ def compare_all_cmd(
                                      address=address, workers=workers, families=families, seed=seed,
                                      progress=progress, force=force)
     gaps = summarise(table)
+    caveats = _instance_caveats(instance_dir, table)
     if json_out:
         print(to_json({"instance_dir": str(instance_dir), "rows": table.to_dict(orient="records"),
-                       "summary": gaps.to_dict(orient="records"), "failures": summary.failures}))
+                       "summary": gaps.to_dict(orient="records"), "failures": summary.failures,
+                       "cost_model_caveats": caveats}))
     else:
         t = Table(title=f"compare all: {instance_dir}", title_justify="left")
         for col in ("family", "instance", "method", "status", "objective", "bound", "gap", "gap to", "valid", "seconds"):
@@ -480,6 +482,10 @@ def compare_all_cmd(
             s.add_row(row.family, row.method, str(row.instances), str(row.no_plan), fmt_gap(row.mean_gap),
                       fmt_gap(row.worst_gap), row.worst_instance)
         out.print(s)
+        for instance, lines in caveats.items():
+            codes = sorted({line.split(": ")[1] for line in lines})  # "<model / GPU / TP>: code: detail"
+            if codes:
+                out.print(f"cost-model caveats of {instance}: {', '.join(codes)}")
         out.print(f"sweep: {summary.line()}")
         if out_dir is not None:
             out.print(f"table: {out_dir / 'compare.csv'}  summary: {out_dir / 'summary.csv'}")
@@ -488,6 +494,16 @@ def compare_all_cmd(
         raise PlannerError(f"{len(summary.failures)} run(s) failed (first: {key}: {message}); "
                            "see the table; re-running the same command" + (" with --force" if out_dir is not None else "")
                            + " retries them")
+
+
+def _instance_caveats(instance_dir: Path, table) -> dict[str, list[str]]:  # noqa: ANN001
+    """instance (as in the table) → the caveats of the cost models it was solved under (`instance_cost_model_caveats`)."""
+    from planner.cli.common import instance_cost_model_caveats  # noqa: PLC0415
+
+    found: dict[str, list[str]] = {}
+    for fam, inst in table[["family", "instance"]].drop_duplicates().itertuples(index=False):
+        found[inst] = instance_cost_model_caveats(fam, instance_dir / inst)
+    return found
 
 
 def register(groups: CommandGroups) -> None:
