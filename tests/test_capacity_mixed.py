@@ -163,3 +163,23 @@ def test_bad_class_options_are_one_line_in_a_real_process(tmp_path):
     for name, proc in procs.items():
         assert proc.stdout == "", name
         assert_one_line(proc.returncode, proc.stderr, *cases[name][1])
+
+
+def test_the_one_class_mix_is_routed_as_the_milp_splits_the_load():
+    # two configurations answering 6 req/s with 3 and 6 workers: μ = 2 and 1 req/s per worker; a mix of
+    # 2 + 2 workers carries 4 + 2 req/s, so two requests in three go to the first configuration
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from planner.capacity.mix import capacity_routing
+
+    setting = SimpleNamespace(rate=6.0, rows=pd.DataFrame({"workers": [3, 6]}), requests=SimpleNamespace(n=300),
+                              params=[{}])
+    groups, _ = capacity_routing(setting)
+    conf, workers = groups(np.array([2, 2]))
+    assert list(workers) == [0, 0, 1, 1]
+    for end in range(1, 301):  # smooth: every prefix within one request of the 2 : 1 split
+        assert abs((conf[:end] == 0).sum() - end * 2 / 3) < 1.0
+    conf, workers = groups(np.array([0, 5]))  # a configuration without workers gets no request
+    assert set(conf) == {1} and list(workers) == [1] * 5

@@ -10,11 +10,13 @@ capacity in Mélange's sense for the single request class "the whole workload".
    ``available``) gives the cost-minimal counts n_c with a proven gap.  Every single configuration
    (n_c = N_c) is feasible for it, so without an inventory the plan never costs more than the best
    single configuration; with an inventory (``available`` GPUs of a type) it says what to add.
-2. **Check** — the chosen mix runs in the fleet simulator on the same stream (JSQ over the heterogeneous
-   workers; a faster worker drains its queue sooner and so takes more requests).  Capacities measured
-   one configuration at a time need not add up exactly in a mix, so when the mix misses the criterion,
-   one worker of the configuration with the most req/s per $ that still has GPUs left is added and the
-   mix simulated again (at most `MAX_REPAIRS` times).  The result says how many were added.  A mix that
+2. **Check** — the chosen mix runs in the fleet simulator on the same stream, routed as the MILP splits
+   the load (`capacity_routing`: each request to configuration c by smooth weighted round robin with
+   weights n_c·μ_c, then JSQ among c's workers; plain JSQ over mixed GPU types sends a slower worker
+   about as many requests as a faster one).  Capacities measured one configuration at a time need not
+   add up exactly in a mix, so when the mix misses the criterion, one worker of the configuration whose
+   requests miss their SLOs the most (and that still has GPUs left) is added and the mix simulated
+   again (at most `MAX_REPAIRS` times).  The result says how many were added.  A mix that
    is exactly the best single configuration at its own answer is not simulated again (its point's
    simulation is the same run), and when the repaired mix would cost more than the best single
    configuration within the inventory, that configuration's checked answer is reported instead
@@ -208,6 +210,30 @@ def check_mix(setting: MixSetting, counts: np.ndarray, *, groups=None, worst=Non
             "note": "" if ok else f"the mix still misses the criterion after {repairs} additions"}
 
 
+def capacity_routing(setting: MixSetting):
+    """Routing of the one-class mixed check: (``groups``, ``worst``) for `check_mix`.
+
+    Each request goes to configuration c by smooth weighted round robin with weights n_c·μ_c (the req/s
+    the c-workers of the mix carry under their measured per-worker rates — the MILP's own load split),
+    then by JSQ among that configuration's workers; the split follows the counts through the repairs.
+    A repair adds a worker to the configuration whose requests miss their SLOs the most.  Plain JSQ over
+    mixed GPU types sends a slower worker about as many requests as a faster one (short queues look
+    alike), which the measured capacities do not assume."""
+    from planner.capacity.classes import _worst, split_requests  # noqa: PLC0415 (classes imports this module)
+
+    mu = np.array([setting.rate / int(r.workers) for r in setting.rows.itertuples()])
+    one_class = np.zeros(setting.requests.n, np.int64)
+
+    def groups(counts):
+        shares = {0: [(c, float(n) * mu[c]) for c, n in enumerate(counts) if n > 0]}
+        return split_requests(one_class, shares), np.repeat(np.arange(len(counts)), counts)
+
+    def worst(result, counts):
+        return _worst(setting, setting.params[0], np.repeat(np.arange(len(counts)), counts))(result, counts)
+
+    return groups, worst
+
+
 def gpu_counts(setting: MixSetting, counts: np.ndarray) -> dict[str, int]:
     out: dict[str, int] = {}
     for c, (gpu, tp) in enumerate(setting.keys):
@@ -251,7 +277,8 @@ def mixed_answer(scenario, table, params: dict[str, dict[str, Any]], configs,
                            note=f"no mix within the inventory: {plan.message}", inventory=setting.inventory,
                            source="none")
     planned = np.array(plan.solution.counts, dtype=int)
-    got = check_mix(setting, planned)
+    groups, worst = capacity_routing(setting)
+    got = check_mix(setting, planned, groups=groups, worst=worst)
     counts = got["counts"]
     return MixedAnswer(
         rate=top, counts={label: int(n) for label, n in zip(setting.labels, counts)}, gpus=gpu_counts(setting, counts),

@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from planner.capacity.mix import MixedAnswer, MixSetting, check_mix, gpu_counts
+from planner.capacity.mix import MixedAnswer, MixSetting, capacity_routing, check_mix, gpu_counts
 from planner.capacity.points import point_requests, point_worker
 from planner.capacity.run import CapacityResult, build_points, run_capacity
 from planner.capacity.scenario import MultiScenario, Scenario
@@ -279,7 +279,8 @@ def joint_answer(multi: MultiScenario, results: list[CapacityResult], index: int
                 others = _add(others, gpu_counts(other, final[j] if final[j] is not None else planned[j]))
         remaining = {g: None if inventory[g] is None else inventory[g] - others.get(g, 0) for g in names}
         local = model_setting(scenario, result, params[m], st.rate, remaining)
-        got = check_mix(local, planned[m])
+        groups, worst = capacity_routing(local)
+        got = check_mix(local, planned[m], groups=groups, worst=worst)
         counts = np.asarray(got["counts"], int)
         final[m] = counts
         rows = st.rows
