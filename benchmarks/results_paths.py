@@ -12,6 +12,7 @@ Benchmarks run as scripts, so this module is imported from the scripts' own fold
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -39,3 +40,18 @@ def output_path(parser: argparse.ArgumentParser, args: argparse.Namespace, stem:
     if args.out is not None:
         return Path(args.out)
     return (RESULTS if args.update_results else RUNS) / f"{stem}.md"
+
+
+def command_args() -> str:
+    """The command-line arguments that change the table (not where it is written), each after a space."""
+    args, skip = [], False
+    for a in sys.argv[1:]:
+        if skip:
+            skip = False
+        elif a == "--update-results":
+            continue
+        elif a == "--out":
+            skip = True
+        elif not a.startswith("--out="):
+            args.append(a)
+    return "".join(f" {a}" for a in args)

@@ -37,7 +37,7 @@ BENCH = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(BENCH.parent))
 
-from results_paths import add_output_options, output_path  # noqa: E402
+from results_paths import add_output_options, command_args, output_path  # noqa: E402
 
 from planner.catalog import find_gpu, find_model  # noqa: E402
 from planner.placement.worker_config import worker_configurations  # noqa: E402
@@ -86,20 +86,6 @@ def lowest_u(model: str, degrees, dist, reading: str, want: int) -> str:
             lo = mid
     return f"{hi:.3f}"
 
-
-def command_args() -> str:
-    """The command-line arguments that change the table (not where it is written), each after a space."""
-    args, skip = [], False
-    for a in sys.argv[1:]:
-        if skip:
-            skip = False
-        elif a == "--update-results":
-            continue
-        elif a == "--out":
-            skip = True
-        elif not a.startswith("--out="):
-            args.append(a)
-    return "".join(f" {a}" for a in args)
 
 
 def main() -> None:

@@ -47,7 +47,7 @@ REPO = BENCH.parent
 sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(REPO))
 
-from results_paths import add_output_options, output_path  # noqa: E402
+from results_paths import add_output_options, command_args, output_path  # noqa: E402
 
 from planner.catalog import find_gpu, find_model  # noqa: E402
 from planner.core.io import read_yaml_mapping  # noqa: E402
@@ -130,20 +130,6 @@ def ranking(kv: str, models_dir: Path | None, workload: str) -> tuple[tuple[int,
 def fmt_rank(order: tuple[int, ...]) -> str:
     return " > ".join(f"t={t}" for t in order)
 
-
-def command_args() -> str:
-    """The command-line arguments that change the table (not where it is written), each after a space."""
-    args, skip = [], False
-    for a in sys.argv[1:]:
-        if skip:
-            skip = False
-        elif a == "--update-results":
-            continue
-        elif a == "--out":
-            skip = True
-        elif not a.startswith("--out="):
-            args.append(a)
-    return "".join(f" {a}" for a in args)
 
 
 def main() -> None:

@@ -30,7 +30,7 @@ BENCH = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(BENCH.parent))
 
-from results_paths import add_output_options, output_path  # noqa: E402
+from results_paths import add_output_options, command_args, output_path  # noqa: E402
 
 from planner.batching.costmodel import PUBLISHED, load_infermax_model  # noqa: E402
 from planner.batching.problem import make_problem  # noqa: E402
@@ -68,20 +68,6 @@ def sweep(cost, inputs: list[int], output: int, count: int) -> tuple[list[str], 
                     f"{int(ev.solution.metrics['evictions'])} | {n_ev} / {n_ef} | {faster} |")
     return rows, crossover
 
-
-def command_args() -> str:
-    """The command-line arguments that change the table (not where it is written), each after a space."""
-    args, skip = [], False
-    for a in sys.argv[1:]:
-        if skip:
-            skip = False
-        elif a == "--update-results":
-            continue
-        elif a == "--out":
-            skip = True
-        elif not a.startswith("--out="):
-            args.append(a)
-    return "".join(f" {a}" for a in args)
 
 
 def main() -> None:

@@ -135,15 +135,23 @@ class MixSetting:
 
 def mix_setting(scenario, table, params: dict[str, dict[str, Any]], configs, rate: float) -> MixSetting | None:
     """The `MixSetting` at ``rate``; None when fewer than two configurations have an answer there."""
-    from planner.deployment.classes import GPUType
-
     rows = table[table.rate == rate]
     if len(rows) < 2:
         return None
-    by_gpu = {c.gpu: c.price_per_hour for c in configs}
-    gpu_names = sorted({r.gpu for r in rows.itertuples()})
+    prices = {c.gpu: float(c.price_per_hour) for c in configs}
     available = {g.spec.name: getattr(g, "available", None) for g in scenario.gpus}
-    gpus = tuple(GPUType(name=g, price_per_gpu_hour=float(by_gpu[g]), available=available.get(g), source="catalog")
+    return build_setting(rows, params, rate, prices, available)
+
+
+def build_setting(rows, params: dict[str, dict[str, Any]], rate: float, prices: dict[str, float],
+                  available: dict[str, int | None]) -> MixSetting:
+    """The `MixSetting` of the answered rows at ``rate``: GPU types with price and inventory (``available``:
+    GPU type → GPUs it may use, None: unlimited), each configuration's worker and point, the rate's stream,
+    and the cheapest single configuration within the inventory."""
+    from planner.deployment.classes import GPUType
+
+    gpu_names = sorted({r.gpu for r in rows.itertuples()})
+    gpus = tuple(GPUType(name=g, price_per_gpu_hour=float(prices[g]), available=available.get(g), source="catalog")
                  for g in gpu_names)
     keys = [(r.gpu, int(r.tensor_parallel)) for r in rows.itertuples()]
     point = [next(p for p in params.values() if p["gpu"]["name"] == g and p["tensor_parallel"] == tp

@@ -51,8 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from planner.capacity.mix import MixedAnswer, MixSetting, capacity_routing, check_mix, gpu_counts
-from planner.capacity.points import point_requests, point_worker
+from planner.capacity.mix import MixedAnswer, MixSetting, build_setting, capacity_routing, check_mix, gpu_counts
 from planner.capacity.run import CapacityResult, build_points, run_capacity
 from planner.capacity.scenario import MultiScenario, Scenario
 
@@ -190,24 +189,12 @@ def model_setting(scenario: Scenario, result: CapacityResult, params: dict[str, 
                   available: dict[str, int | None]) -> MixSetting | None:
     """`planner.capacity.mix.MixSetting` of one model at ``rate`` with the inventory ``available`` (GPU type →
     GPUs it may use); unlike `mix_setting` one configuration suffices.  None when none is answered there."""
-    from planner.deployment.classes import GPUType
-
     table = result.points
     rows = table[table.rate == rate] if not table.empty else table
     if rows.empty:
         return None
     prices = {g.spec.name: float(g.spec.price_per_hour) for g in scenario.gpus}  # type: ignore[arg-type]
-    gpu_names = sorted({r.gpu for r in rows.itertuples()})
-    gpus = tuple(GPUType(name=g, price_per_gpu_hour=prices[g], available=available.get(g), source="catalog")
-                 for g in gpu_names)
-    keys = [(r.gpu, int(r.tensor_parallel)) for r in rows.itertuples()]
-    point = [next(p for p in params.values() if p["gpu"]["name"] == g and p["tensor_parallel"] == tp
-                  and p["rate"] == rate) for g, tp in keys]
-    fits = rows[[available.get(r.gpu) is None or r.gpus <= available[r.gpu] for r in rows.itertuples()]]
-    best = None if fits.empty else next(fits.sort_values(["usd_per_hour", "gpus"]).itertuples())
-    return MixSetting(rate, rows, keys, [f"{g} TP{tp}" for g, tp in keys], gpu_names, gpus,
-                      [point_worker(p)[0] for p in point], point, point_requests(point[0]), best,
-                      any(v is not None for v in available.values()))
+    return build_setting(rows, params, rate, prices, available)
 
 
 def _alone(result: CapacityResult, setting: MixSetting, rate: float) -> tuple[str, float, dict[str, int], bool]:
