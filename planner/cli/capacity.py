@@ -502,7 +502,10 @@ def _instance_caveats(instance_dir: Path, table) -> dict[str, list[str]]:  # noq
 
     found: dict[str, list[str]] = {}
     for fam, inst in table[["family", "instance"]].drop_duplicates().itertuples(index=False):
-        found[inst] = instance_cost_model_caveats(fam, instance_dir / inst)
+        try:
+            found[inst] = instance_cost_model_caveats(fam, instance_dir / inst)
+        except PlannerError:  # an instance that cannot be read failed its rows already (see "failures")
+            continue
     return found
 
 

@@ -200,10 +200,10 @@ def _published_file(cost: Any) -> Any:
     """The shipped ``models/infermax/published-*.yaml`` file holding exactly the coefficients of a built-in
     InferMax set (``cost_model: infermax-7b`` in an instance), so its stated error and caveats are shown;
     None for any other model, or when the file is absent or its coefficients differ."""
-    from planner.batching.costmodel import COEFFICIENTS, InferMaxCostModel, load_infermax_model  # noqa: PLC0415
+    from planner.batching.costmodel import COEFFICIENTS, PUBLISHED, load_infermax_model  # noqa: PLC0415
     from planner.costmodels.files import default_models_dir  # noqa: PLC0415
 
-    if not isinstance(cost, InferMaxCostModel) or cost.caveats or not cost.name.startswith("infermax-"):
+    if not any(cost is built_in for built_in in PUBLISHED.values()):  # a file or mapping states its own caveats
         return None
     path = default_models_dir() / "infermax" / f"published-{cost.name.removeprefix('infermax-')}.yaml"
     try:
