@@ -77,6 +77,14 @@ def test_fit_writes_models_with_holdout_error(monkeypatch, capsys, tmp_path, sha
     code, out, _ = run_cli(monkeypatch, capsys, "fit", str(src), "--gpu", "A100", "--tp", "2",
                            "--out-dir", str(tmp_path), "--json")
     assert json.loads(out)["models"][0]["status"].startswith("skipped")
+    # a kernel composition never replaces a file fitted on end-to-end measurements, even with --force
+    before = (tmp_path / "aladdin/llama-2-70b__a100-80gb-sxm__tp2.yaml").read_text()
+    code, out, err = run_cli(monkeypatch, capsys, "fit", str(shared_data / "profiling" / "vidur"), "--format", "vidur",
+                             "--model", "Llama-2-70B", "--gpu", "A100-80GB-SXM", "--tp", "2", "--out-dir",
+                             str(tmp_path), "--force", "--json")
+    assert code == 0, err
+    assert [m["status"] for m in json.loads(out)["models"]] == ["kept (the existing file is fitted on end-to-end measurements)"]
+    assert (tmp_path / "aladdin/llama-2-70b__a100-80gb-sxm__tp2.yaml").read_text() == before
 
 
 def test_generate_then_solve(monkeypatch, capsys, tmp_path):

@@ -94,7 +94,9 @@ def fit_cmd(
         for fitted in fitted_models:
             path = out_dir / cost_model_filename(k, fitted.model, fitted.gpu, fitted.tensor_parallel)
             written = "skipped (exists; --force to overwrite)"
-            if force or not path.exists():
+            if force and fmt != "splitwise" and path.exists() and _measured_file(path):
+                written = "kept (the existing file is fitted on end-to-end measurements)"
+            elif force or not path.exists():
                 try:
                     save_cost_model(fitted, path)
                 except OSError as exc:  # a file where a directory should be, no permission, disk full
@@ -228,11 +230,16 @@ def _fit_batchtime(source: Path, fmt: str, out_dir: Path, model: str | None, gpu
 
 
 def _measured_file(path: Path) -> bool:
-    """Whether the batch-time file at ``path`` is fitted on end-to-end measurements (never replaced by a
-    kernel composition, even with --force: measured end-to-end rows are the better source)."""
+    """Whether the model file at ``path`` is fitted on end-to-end measurements (a batch-time file's
+    ``source_kind``, an Aladdin / bilinear / hetero file's Splitwise provenance): such a file is never
+    replaced by a kernel composition or another table, even with --force — measured end-to-end rows are
+    the better source."""
     from planner.core.io import read_yaml_mapping
 
     try:
-        return read_yaml_mapping(path).get("source_kind") == "measured end-to-end"
+        data = read_yaml_mapping(path)
     except PlannerError:
         return False
+    return (data.get("source_kind") == "measured end-to-end"
+            or "splitwise" in str(data.get("provenance", "")).lower()
+            and not str(data.get("provenance", "")).upper().startswith("DERIVED"))
