@@ -127,13 +127,13 @@ def _print_enumeration(problem, result: Result) -> None:
         out.print(f"note: {result.message}")
 
 
-def _print_cost(problem, result: Result) -> None:
-    t = Table(title=f"Cost plan: {problem.name}", show_header=False, title_justify="left")
+def _summary_rows(t: Table, result: Result, cost: str, bound: str) -> None:
+    """The two-column summary of a $/h plan: status, $/h, lower bound, gap, solver, the validator's verdict."""
     t.add_column("", style="bold")
     t.add_column("")
     t.add_row("status", result.status.value)
-    t.add_row("$/h", fmt(result.objective) if result.objective is not None else "-")
-    t.add_row("lower bound", fmt(result.bound))
+    t.add_row("$/h", cost)
+    t.add_row("lower bound", bound)
     t.add_row("gap", fmt_gap(result.gap))
     t.add_row("solver", f"{result.solver}, {result.solve_seconds:.3f} s")
     if result.validation is not None:
@@ -141,6 +141,11 @@ def _print_cost(problem, result: Result) -> None:
                   if result.validation.feasible else result.validation.summary())
     if result.message:
         t.add_row("note", result.message)
+
+
+def _print_cost(problem, result: Result) -> None:
+    t = Table(title=f"Cost plan: {problem.name}", show_header=False, title_justify="left")
+    _summary_rows(t, result, fmt(result.objective) if result.objective is not None else "-", fmt(result.bound))
     out.print(t)
     sol = result.solution
     if sol is None or not any(sol.counts):
@@ -161,19 +166,9 @@ def _print_class_plan(problem, result: Result) -> None:
     """Summary, instances per configuration, and each class's split over configurations."""
     where = problem.provenance or "the instance file"
     t = Table(title=f"Mixed fleet for request classes: {problem.name}", show_header=False, title_justify="left")
-    t.add_column("", style="bold")
-    t.add_column("")
-    t.add_row("status", result.status.value)
-    t.add_row("$/h", (fmt(result.objective) if result.objective is not None else "-")
-              + f" (prices and per-class capacities of {where})")
-    t.add_row("lower bound", f"{fmt(result.bound)} ({result.bound_source})" if result.bound is not None else "-")
-    t.add_row("gap", fmt_gap(result.gap))
-    t.add_row("solver", f"{result.solver}, {result.solve_seconds:.3f} s")
-    if result.validation is not None:
-        t.add_row("validator", f"valid, $/h recomputed = {fmt(result.validation.objective)}"
-                  if result.validation.feasible else result.validation.summary())
-    if result.message:
-        t.add_row("note", result.message)
+    _summary_rows(t, result, (fmt(result.objective) if result.objective is not None else "-")
+                  + f" (prices and per-class capacities of {where})",
+                  f"{fmt(result.bound)} ({result.bound_source})" if result.bound is not None else "-")
     custom = [g.name for g in problem.gpus if g.source == "given"]
     if custom:
         t.add_row("GPUs defined in the file", ", ".join(custom) + " (not from the catalog)")
