@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal
 
-from planner.core.result import Result
+from planner.core.result import Result, ValidationReport
+from planner.core.status import signed_gap
 
 FAMILY_MODULES: dict[str, str] = {
     "placement": "planner.placement.harness",
@@ -59,15 +60,17 @@ class FamilyHarness:
     heuristics: tuple[str, ...]
     exact_method: str
     run: Callable[[Any, str, RunOptions], Result]
+    #: The Solution contract: ``plan_from_dict(problem, data)`` reads a plan back from the JSON mapping its
+    #: solution's ``to_dict`` wrote (or an operator wrote by hand), raising a one-line `InputError` on a
+    #: malformed plan; ``validate(problem, solution)`` is the family's independent validator.
+    plan_from_dict: Callable[[Any, dict], Any] | None = None
+    validate: Callable[[Any, Any], ValidationReport] | None = None
 
     def gap_to(self, objective: float | None, reference: float | None, offset: float = 0.0) -> float | None:
-        """How much worse ``objective`` is than ``reference`` (≥ 0 when the reference is the optimum or a
-        bound), relative to the larger of the two without the objective's constant ``offset``
-        (`planner.core.result.Result.objective_offset`)."""
-        if objective is None or reference is None:
-            return None
-        diff = objective - reference if self.sense == "min" else reference - objective
-        return diff / max(abs(objective - offset), abs(reference - offset), 1e-10)
+        """The one gap (`planner.core.status.signed_gap`): how much worse ``objective`` is than ``reference``,
+        relative to the larger of the two without the objective's constant ``offset``
+        (`planner.core.result.Result.objective_offset`); ≥ 0 when the reference is the optimum or a bound."""
+        return signed_gap(objective, reference, self.sense, offset)
 
 
 def available_families() -> dict[str, FamilyHarness]:

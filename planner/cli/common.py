@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
-from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
@@ -59,15 +58,7 @@ class CommandGroups:
     plan: Any  # planner plan ...
 
 
-# Rich markup is off on both consoles: every string printed (tables, titles, notes, warnings) may carry
-# user text — names, file names, values — and ``[/]`` or ``[red]x[/red]`` in it must print as written,
-# not raise MarkupError or vanish.  A site that means markup passes ``markup=True`` and escapes the user
-# text it embeds (`rich.markup.escape`), as the error line in `planner.cli.main` does.  Emoji codes
-# (``:cat:``) are not replaced either: they are user text too.
-out = Console(highlight=False, soft_wrap=True, markup=False, emoji=False)
-if not out.is_terminal:  # pipes and files: wide enough that tables never truncate names
-    out = Console(highlight=False, soft_wrap=True, width=160, markup=False, emoji=False)
-err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False)
+from planner.core.consoles import err, out  # noqa: E402,F401 (the two consoles, shared with the sweep engine)
 
 
 _CONTROL = ({c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, 0x85) if c != 0x09}

@@ -29,7 +29,7 @@ import math
 
 import numpy as np
 
-from planner.solver.outcome import SolveStatus
+from planner.core.status import SolveStatus
 
 #: Two objective values agree when they differ by at most this much relative to the larger one.
 OBJECTIVE_REL_TOL = 1e-6

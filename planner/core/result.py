@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
-from planner.solver.outcome import SolveStatus, relative_gap
+from planner.core.status import SolveStatus, relative_gap
 
 
 class SolutionLike(Protocol):
@@ -92,8 +92,8 @@ class Result(Generic[S]):
 
     @property
     def gap(self) -> float | None:
-        """``|objective − bound| / |objective − objective_offset|`` (HiGHS's relative gap, on the
-        objective's non-constant part)."""
+        """The one gap (`planner.core.status.relative_gap`) between the objective and the bound, on the
+        objective's non-constant part (both minus ``objective_offset``)."""
         if self.objective is None or self.bound is None:
             return None
         return relative_gap(self.objective - self.objective_offset, self.bound - self.objective_offset)

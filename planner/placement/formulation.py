@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.placement.heuristics import normalised_size
+from planner.placement.problem import normalised_size
 from planner.placement.problem import PlacementArrays, PlacementProblem
 from planner.placement.solution import PlacementSolution
 from planner.placement.state import first_new_label, ongoing_loads

@@ -30,7 +30,7 @@ import numpy as np
 from planner.errors import InfeasibleError, PlannerError
 from planner.placement import effort
 from planner.placement.bounds import lower_bound, precheck
-from planner.placement.problem import PlacementArrays, PlacementProblem
+from planner.placement.problem import PlacementArrays, PlacementProblem, normalised_size
 from planner.placement.solution import PlacementSolution
 from planner.placement.state import LoadTable, WorkerLoad, first_new_label, ongoing_loads
 
@@ -96,16 +96,6 @@ def best_fit(problem: PlacementProblem, work: dict | None = None) -> PlacementSo
     """Aladdin Alg. 1: arrival order, most loaded worker (by capacity_norm) first."""
     order = sorted(problem.arrays.new_indices, key=lambda i: (problem.requests[i].arrival_s, i))
     return _greedy(problem, order, True, "best_fit", work)
-
-
-def normalised_size(a: PlacementArrays) -> np.ndarray:
-    """Largest share of one worker a request takes in any dimension (ATGT, KV peak, prefill)."""
-    t_max = float(a.atgt_limit.max())
-    shares = [a.atgt_load / (t_max - a.decode_base_s), a.kv_peak_alone() / a.kv_capacity]
-    if a.colocated and np.isfinite(a.ttft_limit[a.is_new]).any():
-        t = float(a.ttft_limit[a.is_new].max())
-        shares.append(a.prefill_load / max(t - a.prefill_base_s, 1e-12))
-    return np.max(np.vstack(shares), axis=0)
 
 
 def first_fit_decreasing(problem: PlacementProblem, work: dict | None = None) -> PlacementSolution:

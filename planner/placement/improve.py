@@ -37,7 +37,7 @@ import numpy as np
 from planner.core.work import WorkClock
 from planner.placement import effort
 from planner.placement.formulation import build_model
-from planner.placement.heuristics import normalised_size
+from planner.placement.problem import normalised_size
 from planner.placement.problem import PlacementProblem
 from planner.placement.solution import PlacementSolution
 from planner.placement.state import first_new_label

@@ -226,3 +226,13 @@ class PlacementArrays:
     def kv_peak_alone(self) -> np.ndarray:
         """KV tokens-equivalent of each request at its own last iteration."""
         return self.kv_base + self.remaining - 1.0
+
+
+def normalised_size(a: PlacementArrays) -> np.ndarray:
+    """Largest share of one worker a request takes in any dimension (ATGT, KV peak, prefill)."""
+    t_max = float(a.atgt_limit.max())
+    shares = [a.atgt_load / (t_max - a.decode_base_s), a.kv_peak_alone() / a.kv_capacity]
+    if a.colocated and np.isfinite(a.ttft_limit[a.is_new]).any():
+        t = float(a.ttft_limit[a.is_new].max())
+        shares.append(a.prefill_load / max(t - a.prefill_base_s, 1e-12))
+    return np.max(np.vstack(shares), axis=0)

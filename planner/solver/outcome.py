@@ -8,20 +8,7 @@ from enum import Enum
 
 import numpy as np
 
-
-class SolveStatus(str, Enum):
-    """Outcome of a solve (MIP, LP or heuristic)."""
-
-    OPTIMAL = "optimal"  # proven optimal (within the solver's gap tolerance)
-    FEASIBLE = "feasible"  # a solution, optimality not proven (time limit, heuristic)
-    INFEASIBLE = "infeasible"  # proven: no solution exists
-    NO_SOLUTION = "no_solution"  # stopped (time limit) before any solution was found
-    UNBOUNDED = "unbounded"
-    ERROR = "error"  # the solver could not run (license, size limit, internal error)
-
-    @property
-    def has_solution(self) -> bool:
-        return self in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
+from planner.core.status import SolveStatus, relative_gap  # noqa: F401 (re-exported: the solver layer's outcome vocabulary)
 
 
 @dataclass(frozen=True)
@@ -73,10 +60,3 @@ class SolverOutcome:
     @property
     def gap(self) -> float | None:
         return relative_gap(self.objective, self.bound)
-
-
-def relative_gap(objective: float | None, bound: float | None) -> float | None:
-    """``|objective − bound| / max(|objective|, 1e-10)``, the convention of HiGHS and Gurobi."""
-    if objective is None or bound is None or not np.isfinite(bound) or not np.isfinite(objective):
-        return None
-    return abs(objective - bound) / max(abs(objective), 1e-10)

@@ -418,7 +418,7 @@ def _drive(
     description: str,
     on_result: Callable[[str, Any], None] | None,
 ) -> int:
-    from planner.cli.common import err
+    from planner.core.consoles import err
 
     params = {p.key: p.params for p in todo}
     queue: Iterable[SweepPoint] = iter(todo)
