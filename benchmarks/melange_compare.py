@@ -11,7 +11,7 @@ here line by line (`melange_slice_ilp`):
 * C1: ``Σ_g x_{s,g} = 1``; C2: ``Σ_s x_{s,g}·slice_s / tput_g(bucket(s)) ≤ y_g``;  min ``Σ_g cost_g·y_g``.
 
 Mélange solves it with PuLP/CBC.  Here the same model is solved with HiGHS (through ``planner.solver``),
-and — with ``--cbc`` (default when PuLP is installed; needs ``pip install -e '.[bench]'``, PuLP with its bundled CBC) — also exactly as
+and — with ``--cbc`` (default; PuLP with its bundled CBC is a dependency of the project) — also exactly as
 Mélange runs it (`melange_cbc`: Mélange's PuLP model, ``PULP_CBC_CMD(msg=0)``, plus a ``timeLimit``).
 The exact model routes continuous rates instead of whole slices, so its optimum is ≤ Mélange's optimum
 at every slice factor.
@@ -273,7 +273,7 @@ def main() -> None:
                         help="time limit (s) of the exact solve on the several-models cases (default 120)")
     parser.add_argument("--slice-factors", default="1,4,16", help="Mélange slice factors on the scaled case")
     parser.add_argument("--cbc", choices=("auto", "yes", "no"), default="auto",
-                        help="also solve Mélange's model as Mélange does, PuLP + CBC (pip install -e '.[bench]'); "
+                        help="also solve Mélange's model as Mélange does, PuLP + CBC; "
                              "auto (default): when PuLP is installed")
     parser.add_argument("--quick", action="store_true", help="one scaled rate, slice factors 1 and 4, Mélange limited to 10 s")
     add_output_options(parser, "melange_compare")
@@ -284,7 +284,7 @@ def main() -> None:
     except ImportError:
         have_pulp = False
     if args.cbc == "yes" and not have_pulp:
-        parser.exit(2, "melange_compare.py: --cbc yes needs PuLP: pip install -e '.[bench]'\n")
+        parser.exit(2, "melange_compare.py: --cbc yes needs PuLP: pip install pulp\n")
     args.cbc = have_pulp and args.cbc != "no"
     if not args.cbc:
         print("melange_compare.py: Mélange's own CBC path skipped (PuLP not installed or --cbc no)", file=sys.stderr)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import html
+import importlib.util
 import io
 import os
 from numbers import Number
@@ -423,16 +424,29 @@ def check_report_files(out_dir: Path, force: bool) -> None:
                            "overwrite them (finished points are not solved again) or use another --out directory")
 
 
+#: Why points.parquet was not written, when the optional parquet engine is missing (None when it is there).
+PARQUET_MISSING = "points.parquet not written: it needs pyarrow (pip install 'planner[parquet]'); points.csv has the same table"
+
+
+def parquet_available() -> bool:
+    return importlib.util.find_spec("pyarrow") is not None
+
+
 def write_outputs(result: CapacityResult, out_dir: Path, force: bool = False) -> dict[str, Path]:
-    """Write report.html, points.csv, points.parquet and eq7.csv into ``out_dir`` (all or none; an
-    existing one only with ``force``); return the paths."""
+    """Write report.html, points.csv, points.parquet (when pyarrow is installed: the ``parquet`` extra)
+    and eq7.csv into ``out_dir`` (all or none; an existing one only with ``force``); return the paths
+    written, by key."""
     pts = result.points
     table = pts.reindex(columns=list(POINT_COLUMNS)) if not pts.empty else pd.DataFrame(columns=list(POINT_COLUMNS))
     paths = {key: out_dir / name for key, name in REPORT_FILES.items()}
-    buf = io.BytesIO()
-    table.astype({"eq7_workers": "Float64"}).to_parquet(buf, index=False)
     mixed = mixed_frame([*result.mixed_by_rate, *result.classes_by_rate])
-    write_files([(paths["csv"], table.to_csv(index=False)), (paths["parquet"], buf.getvalue()),
-                 (paths["eq7"], result.fits.to_csv(index=False)), (paths["mixed"], mixed.to_csv(index=False)),
-                 (paths["report"], render_html(result))], force)
+    files = [(paths["csv"], table.to_csv(index=False)), (paths["eq7"], result.fits.to_csv(index=False)),
+             (paths["mixed"], mixed.to_csv(index=False)), (paths["report"], render_html(result))]
+    if parquet_available():
+        buf = io.BytesIO()
+        table.astype({"eq7_workers": "Float64"}).to_parquet(buf, index=False)
+        files.append((paths["parquet"], buf.getvalue()))
+    else:
+        del paths["parquet"]
+    write_files(files, force)
     return paths

@@ -162,7 +162,7 @@ def capacity_cmd(
             trace_format=trace_format, trace_start_s=trace_start, trace_duration_s=trace_duration,
             time_limit_s=time_limit, seed=seed, cost_models_dir=cost_models,
             classes=parse_buckets(list(bucket or []))))
-    from planner.capacity.report import answer_lines, check_report_files, write_outputs
+    from planner.capacity.report import PARQUET_MISSING, answer_lines, check_report_files, write_outputs
     from planner.capacity.run import run_capacity
 
     if out_dir is not None:
@@ -204,7 +204,9 @@ def capacity_cmd(
         if result.class_summary is not None:
             out.print(f"size-class capacities: {result.class_summary.line()}")
         if paths:
-            out.print(f"report: {paths['report']}  points: {paths['csv']}, {paths['parquet']}")
+            out.print(f"report: {paths['report']}  points: {', '.join(str(paths[k]) for k in ('csv', 'parquet') if k in paths)}")
+            if "parquet" not in paths:
+                err.print(PARQUET_MISSING)
         else:
             out.print("report: not written (give --out DIR for report.html, points.csv/.parquet and a resumable sweep)")
     if result.failures:

@@ -281,9 +281,17 @@ def _environment(name: str, value: str | None) -> Iterator[None]:
             os.environ[name] = before
 
 
+RAY_MISSING = "--executor ray needs Ray, which is an optional extra: pip install 'planner[ray]'"
+
+
 class _RayExecutor(_Executor):
     def __init__(self, address: str | None, workers: int | None) -> None:
-        import ray
+        try:
+            import ray
+        except ModuleNotFoundError as exc:
+            if exc.name != "ray":
+                raise
+            raise PlannerError(RAY_MISSING) from None
 
         if not ray.is_initialized():
             if address is not None:
