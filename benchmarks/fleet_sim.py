@@ -3,7 +3,7 @@
 Workload: the whole Azure LLM inference 2023 conversation trace (19,366 requests over one hour,
 ../shared/data/traces/azure_llm_inference_2023/AzureLLMInferenceTrace_conv.csv), every request kept
 (1,612 of them have I + O above Llama-2-70B's 4,096-token context; the cost model extrapolates for
-them; ``--context-filter`` drops them as ``planner replay`` does).
+them; ``--context-filter`` drops them as ``planner simulate replay`` does).
 
 Fleet: Llama-2-70B on H100-80GB-SXM with TP 2 under the shipped Aladdin cost model
 (models/aladdin/llama-2-70b__h100-80gb-sxm__tp2.yaml), scheduler ``sarathi`` (chunked prefill, P = 512,

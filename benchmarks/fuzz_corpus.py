@@ -82,7 +82,7 @@ def family_of(path: Path, data: dict) -> str:
 def command(family: str, main: str, tables: bool) -> list[str]:
     json_flag = [] if tables else ["--json"]
     if family == "capacity":
-        return ["capacity", main, "--out", "capacity-out", "--workers", "1", "--no-progress", *json_flag]
+        return ["capacity", main, "--report", "capacity-out", "--parallel", "1", "--no-progress", *json_flag]
     return ["solve", family, main, "--time-limit", "5", *json_flag]
 
 

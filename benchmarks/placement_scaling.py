@@ -29,6 +29,7 @@ from planner.core.types import SLOClass, SLOSet, WorkerConfig
 from planner.costmodels.files import find_cost_model
 from planner.placement.generator import generate_placement_problem
 from planner.placement.problem import PlacementOptions
+from planner.core.contract import RunOptions
 from planner.placement.solve import solve_placement
 from planner.workloads.streams import find_distribution
 
@@ -75,8 +76,8 @@ def main() -> None:
             for seed in (int(s) for s in args.seeds.split(",")):
                 problem = make_problem(family, n, seed)
                 t0 = time.perf_counter()
-                res = solve_placement(problem, solver=args.solver, time_limit=args.time_limit, threads=args.threads,
-                                      seed=seed)
+                res = solve_placement(problem, RunOptions(solver=args.solver, time_limit=args.time_limit,
+                                                          threads=args.threads, seed=seed))
                 total = time.perf_counter() - t0
                 s = res.stats
                 gap = "-" if res.gap is None else f"{100 * res.gap:.2f}%"

@@ -12,7 +12,7 @@ The exact method is the one `planner solve priority --method exact` runs (`solve
 warm start (`best_heuristic_plan`) then the subset DP at b_max = 1 and N ≤ 20, the branch-and-bound
 otherwise (at b_max ≥ 2 with the Lagrangian bound of `planner/priority/lagrangian.py`, and the
 count-split bound of `planner/priority/count_bound.py` for the reported bound when it stops); "incl. warm
-start" times both.  At N = 30 the table also shows `--exact-method hybrid` (branch-and-bound for a
+start" times both.  At N = 30 the table also shows `--formulation hybrid` (branch-and-bound for a
 quarter of the time, then the Dinkelbach MILP on HiGHS, `planner/priority/milp.py`) at b_max ≥ 2.  numba's JIT compile time is measured
 separately (cold cache in a fresh process) and excluded from the per-call times.
 
@@ -156,7 +156,7 @@ def exact_large(n: int, b_maxes: list[int], seeds: list[int], limit: float, meth
     """`run_exact` with each ``exact_method`` ("auto" is what `--method exact` runs: the subset DP or
     the branch-and-bound; "hybrid" = branch-and-bound then Dinkelbach MILP, for comparison at
     b_max ≥ 2).  HiGHS runs with 1 thread."""
-    rows = ["| N | b_max | seed | --exact-method | method that ran | status | G* or best G | upper bound | gap | "
+    rows = ["| N | b_max | seed | --formulation | method that ran | status | G* or best G | upper bound | gap | "
             "nodes (B&B + MILP) / rounds (DP) | time (s) | load avg |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for b_max in b_maxes:
@@ -269,7 +269,7 @@ def main() -> None:
     lines += exact_vs_exhaustive_seeds(headline_n, 1, [11, 12, 13] if args.quick else [11, 12, 13, 14, 15, 16], cap,
                                        repeats)
     lines += ["", f"## Exact optimum at N = {large_n} ({large_limit:g} s limit, `run_exact`, 1 thread)", "",
-              "`--exact-method auto` is what `--method exact` runs; `hybrid` (b_max ≥ 2) is the branch-and-bound for "
+              "`--formulation auto` is what `--method exact` runs; `hybrid` (b_max ≥ 2) is the branch-and-bound for "
               "a quarter of the time then the Dinkelbach MILP, for comparison.  \"method that ran\" names what proved "
               "the row or gave its bound.", ""]
     large_methods = ["auto"] if args.quick else ["auto", "hybrid"]

@@ -35,6 +35,7 @@ from pathlib import Path
 from machine_info import machine_line
 from results_paths import add_output_options, output_path
 
+from planner.core.contract import RunOptions
 from planner.queueing.generator import random_problem
 from planner.queueing.solve import run_heuristic, solve_queueing
 
@@ -46,7 +47,7 @@ def run_cell(n: int, g: int, seed: int, args) -> str:
     problem = random_problem(n, g, seed=seed)
     greedy = run_heuristic(problem, "greedy")
     t0 = time.perf_counter()
-    result = solve_queueing(problem, time_limit=args.time_limit, threads=args.threads, seed=seed)
+    result = solve_queueing(problem, RunOptions(time_limit=args.time_limit, threads=args.threads, seed=seed))
     total = time.perf_counter() - t0
     s = result.stats
     slo_sum = float(problem.slo().sum())
@@ -86,7 +87,7 @@ def main() -> None:
     queues = [4, 8] if args.quick else [int(x) for x in args.queues.split(",")]
     extra = [] if args.quick or not args.extra_seeds else [int(x) for x in args.extra_seeds.split(",")]
     warm = time.perf_counter()
-    solve_queueing(random_problem(12, 2, seed=0), time_limit=args.time_limit, threads=1)  # numba compile / cache load
+    solve_queueing(random_problem(12, 2, seed=0), RunOptions(time_limit=args.time_limit, threads=1))  # numba compile / cache load
     warm = time.perf_counter() - warm
     lines = [
         "# Queueing (QLM) scaling",

@@ -112,6 +112,10 @@ def run_script(script: Path, out: Path, quick: bool, timeout: float | None) -> d
     return row
 
 
+#: Hand-written targets and analyses, copied into RESULTS.md below the summary table.
+TARGETS = Path(__file__).resolve().parent / "TARGETS.md"
+
+
 def _demote(markdown: str) -> str:
     return "\n".join("#" + line if line.startswith("#") else line for line in markdown.splitlines())
 
@@ -135,6 +139,8 @@ def render(rows: list[dict], quick: bool, started: str, machine_line: str, updat
         status = r["status"] + (f": {r['detail']}" if r["detail"] else "")
         rel = os.path.relpath(r["out"], REPO)
         parts.append(f"| {r['family']} | {r['script']} | {status} | {r['seconds']:.1f} | {rel} |")
+    if TARGETS.exists():  # the hand-written targets and analyses (benchmarks/TARGETS.md)
+        parts += ["", _demote(TARGETS.read_text().strip())]
     for r in rows:
         parts += ["", f"## {r['family']}", ""]
         if r["status"] in ("ok", "earlier run"):

@@ -25,7 +25,7 @@ Instances (generated, deterministic):
 * deployment: a cost plan of 6 GPU types × 4 TP degrees × 60 models (``instances/deployment/generate.py``);
 * routing: 2,000 and 5,000 ShareGPT requests on 8 instances (``instances/deployment/generate.py``).
 
-``planner capacity`` has no ``--time-limit`` and is not run.
+``planner capacity`` (its ``--time-limit`` is per point of a sweep) is not run.
 
 Usage:  python benchmarks/time_limit.py [--limits 3] [--repeats 2] [--only routing,deployment] [--out FILE]
 
@@ -150,7 +150,7 @@ def build_cases(tmp: Path, only: set[str] | None) -> list[Case]:
         "priority": lambda: [Case("priority N = 30, b_max = 4", "priority", ("solve", "priority", str(_priority(tmp))))],
         "queueing": lambda: [Case("queueing 2,000 × 16", "queueing", ("solve", "queueing", str(_queueing(tmp))))],
         "deployment": lambda: [Case("deployment 6 types × 60 models", "deployment",
-                                    ("plan", "cost", str(_deployment(tmp, "cost", types=6, models=60))))],
+                                    ("solve", "deployment", str(_deployment(tmp, "cost", types=6, models=60))))],
         "routing": lambda: [Case(f"routing {n:,} requests", "routing",
                                  ("solve", "routing", str(_deployment(tmp, "routing", requests=n))))
                             for n in (2000, 5000)],

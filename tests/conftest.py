@@ -15,7 +15,7 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--solvers", default="highs,gurobi", help="comma-separated solvers to test (highs,gurobi)")
+    parser.addoption("--solvers", default="highs,gurobi,cbc", help="comma-separated solvers to test (highs,gurobi,cbc)")
 
 
 def _gurobi_status() -> tuple[bool, str]:
@@ -32,6 +32,11 @@ def solvers(request: pytest.FixtureRequest) -> list[str]:
         if s == "gurobi":
             ok, _ = _gurobi_status()
             if not ok:
+                continue
+        if s == "cbc":
+            from planner.solver.cbc_backend import cbc_available
+
+            if not cbc_available()[0]:
                 continue
         usable.append(s)
     return usable

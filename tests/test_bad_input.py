@@ -170,12 +170,12 @@ def test_out_file_is_never_overwritten_without_force(monkeypatch, capsys, instan
 @pytest.mark.parametrize(
     "args, needles",
     [
-        (["worker-config", "--model", "Llama-9", "--gpu", "A100-80GB-SXM"], ["unknown model"]),
-        (["worker-config", "--model", "Llama-2-70B", "--gpu", "A100-80GB-SXM", "--degrees", "1,x"], ["--degrees"]),
-        (["worker-config", "--model", "Llama-2-70B", "--gpu", "A100-80GB-SXM", "--workload", "nope"], ["unknown workload", "sharegpt"]),
+        (["plan", "worker-config", "--model", "Llama-9", "--gpu", "A100-80GB-SXM"], ["unknown model"]),
+        (["plan", "worker-config", "--model", "Llama-2-70B", "--gpu", "A100-80GB-SXM", "--tp", "x"], ["--tp"]),
+        (["plan", "worker-config", "--model", "Llama-2-70B", "--gpu", "A100-80GB-SXM", "--workload", "nope"], ["unknown workload", "sharegpt"]),
         # a family alias names several SKUs: refused with the candidates, never read as one of them
-        (["worker-config", "--model", "Llama-2-70B", "--gpu", "A100-80GB"], ["--gpu", "alias", "A100-80GB-PCIe", "A100-80GB-SXM"]),
-        (["replay", "--model", "Llama-2-70B", "--gpu", "H100", "--tp", "2", "--rate", "1"], ["--gpu", "alias", "H100-80GB-SXM"]),
+        (["plan", "worker-config", "--model", "Llama-2-70B", "--gpu", "A100-80GB"], ["--gpu", "alias", "A100-80GB-PCIe", "A100-80GB-SXM"]),
+        (["simulate", "replay", "--model", "Llama-2-70B", "--gpu", "H100", "--tp", "2", "--rate", "1"], ["--gpu", "alias", "H100-80GB-SXM"]),
         (["fit", "/nonexistent/perf.csv"], ["perf.csv", "not found"]),
         (["generate", "placement", "x.yaml", "--mode", "split"], ["--mode"]),
     ],
@@ -200,8 +200,8 @@ def test_other_commands_bad_input(monkeypatch, capsys, tmp_path, args, needles):
 def test_bad_trace_files_get_one_line(monkeypatch, capsys, tmp_path, name, content, fmt, needles):
     trace = tmp_path / name
     trace.write_text(content)
-    code, _, err = run_cli(monkeypatch, capsys, "workload", "derive", str(trace), "--format", fmt, "--name", "x",
-                           "--out", str(tmp_path / "x.yaml"))
+    code, _, err = run_cli(monkeypatch, capsys, "workload", "derive", str(trace), str(tmp_path / "x.yaml"),
+                           "--trace-format", fmt, "--name", "x")
     assert_one_line(code, err, *needles)
 
 
@@ -211,8 +211,8 @@ def test_usage_error_is_not_a_traceback(monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("text, line, key", [
-    ("family: batching\nlimits: {C: 4096, M: 100, M: 1}\nrequests: [{id: a, input_len: 2, output_len: 2}]\n", 2, "M"),
-    ("family: batching\nlimits:\n  M: 100\nlimits:\n  M: 5\nrequests: [{id: a, input_len: 2, output_len: 2}]\n",
+    ("family: batching\nlimits: {C: 4096, M: 100, M: 1}\nrequests: [{request_id: a, input_tokens: 2, output_tokens: 2}]\n", 2, "M"),
+    ("family: batching\nlimits:\n  M: 100\nlimits:\n  M: 5\nrequests: [{request_id: a, input_tokens: 2, output_tokens: 2}]\n",
      4, "limits"),
 ])
 def test_a_key_repeated_in_one_mapping_is_one_line(monkeypatch, capsys, tmp_path, text, line, key):

@@ -25,7 +25,8 @@ def write(tmp_path: Path, body: str) -> Path:
     return path
 
 
-REQS = "requests:\n  - {id: a, input_len: 3, output_len: 2}\n  - {id: b, input_len: 2, output_len: 2}\n"
+REQS = ("requests:\n  - {request_id: a, input_tokens: 3, output_tokens: 2}\n"
+        "  - {request_id: b, input_tokens: 2, output_tokens: 2}\n")
 
 
 def test_solve_json_contract(run_cli):
@@ -39,7 +40,7 @@ def test_solve_json_contract(run_cli):
 
 
 def test_simulate_and_compare(run_cli):
-    code, out, _ = run_cli("simulate", "batching", str(INSTANCES / "tiny3.yaml"), "--scheduler", "sarathi",
+    code, out, _ = run_cli("simulate", "batching", str(INSTANCES / "tiny3.yaml"), "--method", "sarathi",
                            "--no-evict", "--json")
     assert code == 0
     data = json.loads(out)
@@ -52,7 +53,7 @@ def test_simulate_and_compare(run_cli):
     ("limits: {C: 0}\n" + REQS, "limits.C"),
     ("limits: {C: 8, P: 16}\n" + REQS, "P=16 must not exceed C=8"),
     ("limits: {M: 2}\n" + REQS, "smaller than every request's KV need"),
-    ("requests:\n  - {id: a, input_len: -3, output_len: 2}\n", "must not be negative"),
+    ("requests:\n  - {request_id: a, input_tokens: -3, output_tokens: 2}\n", "must not be negative"),
 ])
 def test_bad_instances_one_line(run_cli, tmp_path, body, needle):
     code, out, err = run_cli("simulate", "batching", str(write(tmp_path, body)))
@@ -61,10 +62,10 @@ def test_bad_instances_one_line(run_cli, tmp_path, body, needle):
 
 
 def test_unknown_scheduler_and_infeasible_request(run_cli, tmp_path):
-    code, _, err = run_cli("simulate", "batching", str(INSTANCES / "tiny3.yaml"), "--scheduler", "fifo")
+    code, _, err = run_cli("simulate", "batching", str(INSTANCES / "tiny3.yaml"), "--method", "fifo")
     assert code == 2 and "unknown scheduler 'fifo'" in err and len(err.strip().splitlines()) == 1
     body = "limits: {M: 4}\n" + REQS  # a needs 3+2-1 = 4 (fits), b needs 3 → fine; make one too long:
-    body = "limits: {M: 4}\nrequests:\n  - {id: a, input_len: 3, output_len: 2}\n  - {id: big, input_len: 4, output_len: 2}\n"
+    body = "limits: {M: 4}\nrequests:\n  - {request_id: a, input_tokens: 3, output_tokens: 2}\n  - {request_id: big, input_tokens: 4, output_tokens: 2}\n"
     code, _, err = run_cli("solve", "batching", str(write(tmp_path, body)))
     assert code == 2 and "'big'" in err and "infeasible" in err
 
@@ -85,16 +86,16 @@ def test_fit_from_vidur_profiles(shared_data):
 
 @pytest.mark.parametrize("body, needles", [
     # absurd lengths are refused up front (the simulator keeps one record per generated token)
-    ("limits: {M: 10000000000}\nrequests:\n  - {id: a, input_len: 2, output_len: 1000000000}\n",
-     ["requests[0].output_len", "less than or equal to 1000000", "got 1000000000"]),
-    ("requests:\n  - {id: a, input_len: 1.0e+12, output_len: 2}\n", ["requests[0].input_len", "1000000"]),
+    ("limits: {M: 10000000000}\nrequests:\n  - {request_id: a, input_tokens: 2, output_tokens: 1000000000}\n",
+     ["requests[0].output_tokens", "less than or equal to 1000000", "got 1000000000"]),
+    ("requests:\n  - {request_id: a, input_tokens: 1.0e+12, output_tokens: 2}\n", ["requests[0].input_tokens", "1000000"]),
     ("limits: {M: 10000000000000}\n" + REQS, ["limits.M", "less than or equal to 1000000000000"]),
-    ("requests:\n  - {id: a, input_len: 3, output_len: 2, arrival: .inf}\n", ["requests[0].arrival", "finite number"]),
-    ("requests:\n  - {id: a, input_len: true, output_len: 2}\n", ["requests[0].input_len", "expected a number, got true"]),
+    ("requests:\n  - {request_id: a, input_tokens: 3, output_tokens: 2, arrival_s: .inf}\n", ["requests[0].arrival_s", "finite number"]),
+    ("requests:\n  - {request_id: a, input_tokens: true, output_tokens: 2}\n", ["requests[0].input_tokens", "expected a number, got true"]),
     ("limits: {R_max: true}\n" + REQS, ["limits.R_max", "expected a number, got true"]),
     # model-level checks name their field and do not dump the whole instance
     ("limits: {C: 4, P: 10}\n" + REQS, ["inst.yaml: limits.P: P=10 must not exceed C=4"]),
-    ("requests:\n  - {id: a, input_len: 3, output_len: 2}\n  - {id: a, input_len: 2, output_len: 2}\n",
+    ("requests:\n  - {request_id: a, input_tokens: 3, output_tokens: 2}\n  - {request_id: a, input_tokens: 2, output_tokens: 2}\n",
      ["inst.yaml: requests: duplicate request id 'a' (requests[0] and requests[1])"]),
     # a request that can never fit: the file and the field are named
     ("limits: {M: 3}\n" + REQS, ["inst.yaml: limits.M: instance 'inst' is infeasible: request 'a' needs 4 KV tokens"]),
@@ -121,15 +122,15 @@ def test_other_family_file_says_so(run_cli):
     (["solve", "batching", "EV", "--batches", "0"], "--batches must be at least 1, got 0"),
     (["solve", "batching", "TINY", "--threads", "0"], "--threads must be at least 1, got 0"),
     (["compare", "batching", "TINY", "--time-limit", "-1"], "--time-limit must be positive, got -1.0"),
-    (["simulate", "batching", "TINY", "--M", "99999999999999999999"], "--M must be between 1 and 1,000,000,000,000"),
-    (["simulate", "batching", "TINY", "--C", "0"], "--C must be between 1 and 1,000,000,000,000, got 0"),
-    (["solve", "batching", "TINY", "--goal-scheduler", "vllm", "--goal-factor", "0"],
+    (["simulate", "batching", "TINY", "--kv-tokens", "99999999999999999999"], "--kv-tokens must be between 1 and 1,000,000,000,000"),
+    (["simulate", "batching", "TINY", "--max-batch-tokens", "0"], "--max-batch-tokens must be between 1 and 1,000,000,000,000, got 0"),
+    (["solve", "batching", "TINY", "--goal-method", "vllm", "--goal-factor", "0"],
      "--goal-factor must be a positive number, got 0.0"),
-    (["solve", "batching", "TINY", "--goal-scheduler", "vllm", "--goal-factor", "nan"],
+    (["solve", "batching", "TINY", "--goal-method", "vllm", "--goal-factor", "nan"],
      "--goal-factor must be a positive number, got nan"),
-    (["solve", "batching", "TINY", "--goal-factor", "0.8"], "--goal-factor needs --goal-scheduler"),
+    (["solve", "batching", "TINY", "--goal-factor", "0.8"], "--goal-factor needs --goal-method"),
     # option type errors and unknown options: one line, not click's usage block
-    (["simulate", "batching", "TINY", "--C", "abc"], "Invalid value for '--C'"),
+    (["simulate", "batching", "TINY", "--max-batch-tokens", "abc"], "Invalid value for '--max-batch-tokens'"),
     (["solve", "batching", "TINY", "--bogus"], "No such option: --bogus"),
     (["simulate", "batching", "TINY", "--out", "/proc/no-such-dir/x.json"], "cannot write"),
     # --seed is the shared option of every family (numpy's generators take non-negative seeds only)
@@ -162,15 +163,15 @@ def test_requests_csv_loads_and_bad_cells_are_one_line(tmp_path):
     instance = tmp_path / "inst.yaml"
     instance.write_text("family: batching\nname: c\nlimits: {C: 4096, M: 1000}\nrequests_csv: r.csv\n")
     csv = tmp_path / "r.csv"
-    csv.write_text("id,input_len,output_len,arrival\na,4,3,\nb,5,2,1.5\n")
+    csv.write_text("request_id,input_tokens,output_tokens,arrival_s\na,4,3,\nb,5,2,1.5\n")
     problem = load_batching_instance(instance)
-    assert [(r.id, r.input_len, r.output_len, r.arrival) for r in problem.requests] == [("a", 4, 3, 0.0), ("b", 5, 2, 1.5)]
+    assert [(r.request_id, r.input_tokens, r.output_tokens, r.arrival_s) for r in problem.requests] == [("a", 4, 3, 0.0), ("b", 5, 2, 1.5)]
     cases = {
-        "id,input_len,output_len\na,4,x\n": "row 1, column output_len: not a number",
-        "id,input_len,output_len\na,4,3\nb,-4,3\n": "row 2, column input_len: must not be negative",
-        "id,input_len,output_len,arrival\na,4,3,inf\n": "row 1, column arrival",
-        "id,input_len\na,4\n": "output_len: required column is missing",
-        'input_len,output_len\n"unclosed,4\n': "not a valid CSV",
+        "request_id,input_tokens,output_tokens\na,4,x\n": "row 1, column output_tokens: not a number",
+        "request_id,input_tokens,output_tokens\na,4,3\nb,-4,3\n": "row 2, column input_tokens: must not be negative",
+        "request_id,input_tokens,output_tokens,arrival_s\na,4,3,inf\n": "row 1, column arrival",
+        "request_id,input_tokens\na,4\n": "output_tokens: required column is missing",
+        'input_tokens,output_tokens\n"unclosed,4\n': "not a valid CSV",
         "": "file is empty",
     }
     for body, expected in cases.items():
@@ -184,8 +185,8 @@ def test_requests_csv_loads_and_bad_cells_are_one_line(tmp_path):
 def test_solve_seed_option_repeats_the_schedule(run_cli, tmp_path):
     # Σ(I+O−1) = 14 > M = 10; neither the presets nor the order search meet the lower bound, so the
     # seeded rollout search runs
-    path = write(tmp_path, "limits: {C: 4096, M: 10}\nrequests:\n  - {id: a, input_len: 4, output_len: 3}\n"
-                           "  - {id: b, input_len: 3, output_len: 2}\n  - {id: c, input_len: 2, output_len: 3}\n")
+    path = write(tmp_path, "limits: {C: 4096, M: 10}\nrequests:\n  - {request_id: a, input_tokens: 4, output_tokens: 3}\n"
+                           "  - {request_id: b, input_tokens: 3, output_tokens: 2}\n  - {request_id: c, input_tokens: 2, output_tokens: 3}\n")
     runs = [run_cli("solve", "batching", str(path), "--seed", "3", "--json") for _ in range(2)]
     assert all(code == 0 for code, _, _ in runs)
     first, second = (json.loads(out) for _, out, _ in runs)
@@ -194,18 +195,19 @@ def test_solve_seed_option_repeats_the_schedule(run_cli, tmp_path):
 
 
 def test_compare_lists_the_searched_heuristics_against_the_optimum(run_cli, tmp_path):
-    path = write(tmp_path, "limits: {C: 4096, M: 10}\nrequests:\n  - {id: a, input_len: 4, output_len: 3}\n"
-                           "  - {id: b, input_len: 3, output_len: 2}\n  - {id: c, input_len: 2, output_len: 3}\n")
+    path = write(tmp_path, "limits: {C: 4096, M: 10}\nrequests:\n  - {request_id: a, input_tokens: 4, output_tokens: 3}\n"
+                           "  - {request_id: b, input_tokens: 3, output_tokens: 2}\n  - {request_id: c, input_tokens: 2, output_tokens: 3}\n")
     code, out, _ = run_cli("compare", "batching", str(path), "--json")
     assert code == 0
     data = json.loads(out)
-    assert data["reference_kind"] == "MIP optimum"
-    methods = data["methods"]
+    assert data["gap_reference"] == "optimum"
+    methods = {m["method"]: m for m in data["methods"]}
     for name in ("order search", "preemptive rollouts"):
         row = methods[name]
-        assert row["validation"]["feasible"]
+        assert row["valid"] and row["result"]["validation"]["feasible"]
         # a heuristic is never below the optimum; its gap is measured against it
-        assert row["objective"] >= data["reference"] - 1e-12 and row["gap_to_reference"] >= -1e-9
+        assert row["objective"] >= data["reference"] - 1e-12 and row["gap"] >= 0
+        assert row["gap"] == pytest.approx((row["objective"] - data["reference"]) / row["objective"])
     assert methods["mip"]["objective"] <= min(row["objective"] for row in methods.values()) + 1e-12
 
 
@@ -224,7 +226,7 @@ def test_solve_table_when_the_mip_is_not_built(run_cli, tmp_path):
 
 
 def test_compare_with_a_zero_latency_reference_has_no_division_by_zero():
-    from planner.cli.batching import _gap_to
+    from planner.core.status import signed_gap
 
-    assert _gap_to(0.0, 0.0) == 0.0 and _gap_to(0.0, 1.0) is None and _gap_to(None, 1.0) is None
-    assert _gap_to(2.0, 1.5) == 0.25
+    assert signed_gap(0.0, 0.0, "min") == 0.0 and signed_gap(0.0, 1.0, "min") == -1.0
+    assert signed_gap(None, 1.0, "min") is None and signed_gap(2.0, 1.5, "min") == 0.25

@@ -15,7 +15,8 @@ import yaml
 from conftest import REPO, assert_one_line, run_cli
 
 TINY3 = REPO / "instances" / "batching" / "tiny3.yaml"
-REQS = [{"id": "a", "input_len": 2, "output_len": 3}, {"id": "b", "input_len": 1, "output_len": 2}]
+REQS = [{"request_id": "a", "input_tokens": 2, "output_tokens": 3},
+        {"request_id": "b", "input_tokens": 1, "output_tokens": 2}]
 
 
 
@@ -62,7 +63,7 @@ def test_requests_csv_that_is_a_directory(monkeypatch, capsys, tmp_path):
 # F11: requests and requests_csv together --------------------------------------------------------------
 
 def test_requests_and_requests_csv_together(monkeypatch, capsys, tmp_path):
-    path = with_csv(tmp_path, "id,input_len,output_len\na,1,1\n", requests=REQS)
+    path = with_csv(tmp_path, "request_id,input_tokens,output_tokens\na,1,1\n", requests=REQS)
     code, _, err = simulate(monkeypatch, capsys, path)
     assert_one_line(code, err, "x.yaml: requests_csv: give either requests or requests_csv, not both")
 
@@ -72,26 +73,26 @@ def test_requests_and_requests_csv_together(monkeypatch, capsys, tmp_path):
 @pytest.mark.filterwarnings("error")  # the pandas RuntimeWarning of the cast must not happen at all
 @pytest.mark.parametrize("cell", ["1e30", "100000000000000000000000", "18446744073709551615"])
 def test_huge_whole_number_in_csv(monkeypatch, capsys, tmp_path, cell):
-    path = with_csv(tmp_path, f"id,input_len,output_len\na,{cell},1\n", name="huge.csv")
+    path = with_csv(tmp_path, f"request_id,input_tokens,output_tokens\na,{cell},1\n", name="huge.csv")
     code, _, err = simulate(monkeypatch, capsys, path)
-    assert_one_line(code, err, f"huge.csv: row 1, column input_len: Input should be less than or equal to 1000000 "
+    assert_one_line(code, err, f"huge.csv: row 1, column input_tokens: Input should be less than or equal to 1000000 "
                                f"(got {cell})")
 
 
 @pytest.mark.filterwarnings("error")
-def test_huge_output_len_on_a_later_row(monkeypatch, capsys, tmp_path):
-    path = with_csv(tmp_path, "id,input_len,output_len\na,1,1\nb,2,1e300\n", name="huge.csv")
+def test_huge_output_tokens_on_a_later_row(monkeypatch, capsys, tmp_path):
+    path = with_csv(tmp_path, "request_id,input_tokens,output_tokens\na,1,1\nb,2,1e300\n", name="huge.csv")
     code, _, err = simulate(monkeypatch, capsys, path)
-    assert_one_line(code, err, "huge.csv: row 2, column output_len: Input should be less than or equal to 1000000")
+    assert_one_line(code, err, "huge.csv: row 2, column output_tokens: Input should be less than or equal to 1000000")
 
 
 # F12: rows with more or fewer fields than the header ---------------------------------------------------
 
 @pytest.mark.parametrize("body, expected", [
-    ("id,input_len,output_len\na,1,1,50,60\n", "ragged.csv: row 1: 5 fields, the header has 3"),
-    ("id,input_len,output_len\na,1,1\nb,2,2,9\n", "ragged.csv: row 2: 4 fields, the header has 3"),
-    ("id,input_len,output_len\na,1\n", "ragged.csv: row 1: 2 fields, the header has 3"),
-    ("id,input_len,output_len\na,1,1\n\nb\n", "ragged.csv: row 2: 1 field, the header has 3"),
+    ("request_id,input_tokens,output_tokens\na,1,1,50,60\n", "ragged.csv: row 1: 5 fields, the header has 3"),
+    ("request_id,input_tokens,output_tokens\na,1,1\nb,2,2,9\n", "ragged.csv: row 2: 4 fields, the header has 3"),
+    ("request_id,input_tokens,output_tokens\na,1\n", "ragged.csv: row 1: 2 fields, the header has 3"),
+    ("request_id,input_tokens,output_tokens\na,1,1\n\nb\n", "ragged.csv: row 2: 1 field, the header has 3"),
 ])
 def test_ragged_csv_rows(monkeypatch, capsys, tmp_path, body, expected):
     code, _, err = simulate(monkeypatch, capsys, with_csv(tmp_path, body, name="ragged.csv"))
@@ -99,22 +100,22 @@ def test_ragged_csv_rows(monkeypatch, capsys, tmp_path, body, expected):
 
 
 def test_csv_quoting_blank_lines_and_bom_still_load(monkeypatch, capsys, tmp_path):
-    body = '\ufeffid,input_len,output_len,arrival\n"a,1",2,3,\n\n   \n"b",1,2,0.5\n'
+    body = '\ufeffrequest_id,input_tokens,output_tokens,arrival_s\n"a,1",2,3,\n\n   \n"b",1,2,0.5\n'
     code, _, err = simulate(monkeypatch, capsys, with_csv(tmp_path, body), "--json")
     assert code == 0, err
     from planner.batching.instance import load_batching_instance
 
     problem = load_batching_instance(tmp_path / "x.yaml")
-    assert [(r.id, r.input_len, r.output_len, r.arrival) for r in problem.requests] == [
+    assert [(r.request_id, r.input_tokens, r.output_tokens, r.arrival_s) for r in problem.requests] == [
         ("a,1", 2, 3, 0.0), ("b", 1, 2, 0.5)]
 
 
 # F13: duplicate ids in a CSV name the CSV and its rows --------------------------------------------------
 
 def test_duplicate_id_in_csv_names_the_rows(monkeypatch, capsys, tmp_path):
-    path = with_csv(tmp_path, "id,input_len,output_len\na,1,1\nb,1,1\na,2,2\n", name="dup.csv")
+    path = with_csv(tmp_path, "request_id,input_tokens,output_tokens\na,1,1\nb,1,1\na,2,2\n", name="dup.csv")
     code, _, err = simulate(monkeypatch, capsys, path)
-    line = assert_one_line(code, err, "dup.csv: id: duplicate request id 'a' (rows 1 and 3)")
+    line = assert_one_line(code, err, "dup.csv: request_id: duplicate request id 'a' (rows 1 and 3)")
     assert "x.yaml" not in line
 
 
@@ -123,16 +124,17 @@ def test_duplicate_id_in_csv_names_the_rows(monkeypatch, capsys, tmp_path):
 @pytest.mark.parametrize("value, shown", [(None, "got null"), ([1, 2], "got a list"), (True, "got true"),
                                           (1.5, "got 1.5"), ({"a": 1}, "got a mapping")])
 def test_bad_request_ids(monkeypatch, capsys, tmp_path, value, shown):
-    path = instance(tmp_path, requests=[{"id": value, "input_len": 2, "output_len": 3}])
+    path = instance(tmp_path, requests=[{"request_id": value, "input_tokens": 2, "output_tokens": 3}])
     code, _, err = simulate(monkeypatch, capsys, path)
-    assert_one_line(code, err, "x.yaml: requests[0].id: expected a string or a whole number", shown)
+    assert_one_line(code, err, "x.yaml: requests[0].request_id: expected a string or a whole number", shown)
 
 
 def test_whole_number_ids_are_accepted(tmp_path):
     from planner.batching.instance import load_batching_instance
 
-    path = instance(tmp_path, requests=[{"id": 7, "input_len": 2, "output_len": 3}, {"input_len": 1, "output_len": 1}])
-    assert [r.id for r in load_batching_instance(path).requests] == ["7", "r1"]
+    path = instance(tmp_path, requests=[{"request_id": 7, "input_tokens": 2, "output_tokens": 3},
+                                        {"input_tokens": 1, "output_tokens": 1}])
+    assert [r.request_id for r in load_batching_instance(path).requests] == ["7", "r1"]
 
 
 # F4 and F10: the cost model -----------------------------------------------------------------------------
@@ -215,3 +217,24 @@ def test_yaml_number_hint_spellings():
     assert yaml_number_hint("1e30") == "(YAML reads 1e30 as text: write 1.0e+30)"
     for not_a_number in ("abc", "e6", "1e", "", 1e6, None):
         assert yaml_number_hint(not_a_number) == ""
+
+
+# Request keys of earlier files are refused, naming the key that replaced each (never reinterpreted) ----
+
+@pytest.mark.parametrize("old, new", [("id", "request_id"), ("input_len", "input_tokens"),
+                                      ("output_len", "output_tokens"), ("arrival", "arrival_s")])
+def test_a_renamed_request_key_names_its_new_key(monkeypatch, capsys, tmp_path, old, new):
+    row = {"request_id": "a", "input_tokens": 2, "output_tokens": 3}
+    row[old] = row.pop(new) if new in row else 0.5
+    code, _, err = simulate(monkeypatch, capsys, instance(tmp_path, requests=[row]))
+    assert_one_line(code, err, f"x.yaml: requests[0].{old}: renamed: use {new}")
+
+
+@pytest.mark.parametrize("header, old, new", [("id,input_tokens,output_tokens", "id", "request_id"),
+                                              ("request_id,input_len,output_tokens", "input_len", "input_tokens"),
+                                              ("request_id,input_tokens,output_len", "output_len", "output_tokens"),
+                                              ("input_tokens,output_tokens,arrival", "arrival", "arrival_s")])
+def test_a_renamed_csv_column_names_its_new_column(monkeypatch, capsys, tmp_path, header, old, new):
+    path = with_csv(tmp_path, f"{header}\na,2,3\n", name="old.csv")
+    code, _, err = simulate(monkeypatch, capsys, path)
+    assert_one_line(code, err, f"old.csv: {old}: renamed: use {new}")

@@ -27,7 +27,7 @@ def test_permuted_schedule_maps_back_with_the_same_cost():
     problem = _contended()
     order = np.array([3, 2, 1, 0])
     sim = simulate(permuted(problem, order), "vllm")
-    back = map_back(sim.schedule, order, tuple(r.id for r in problem.requests))
+    back = map_back(sim.schedule, order, tuple(r.request_id for r in problem.requests))
     report = validate_schedule(problem, back)
     assert report.feasible, report.summary()
     assert report.objective == pytest.approx(float(sim.schedule.metrics["total_latency"]), rel=1e-12)

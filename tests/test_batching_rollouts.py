@@ -39,7 +39,7 @@ def test_every_rollout_is_valid_and_its_latency_is_the_validators(seed):
         batch, request, tokens, evict_batch, evict_request = buffers
         schedule = Schedule(int(batches), batch[:entries].copy(), request[:entries].copy(), tokens[:entries].copy(),
                             evict_batch[:evictions].copy(), evict_request[:evictions].copy(),
-                            tuple(r.id for r in problem.requests))
+                            tuple(r.request_id for r in problem.requests))
         report = validate_schedule(problem, schedule)
         assert report.feasible, report.summary()
         assert report.objective == pytest.approx(latency, rel=1e-9)

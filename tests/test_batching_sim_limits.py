@@ -20,7 +20,7 @@ from planner.errors import PlannerError
 
 def write_instance(path: Path, inputs, outputs, limits: str = "{C: 4096, M: 100000000}") -> Path:
     lines = ["family: batching", f"name: {path.stem}", f"limits: {limits}", "cost_model: infermax-7b", "requests:"]
-    lines += [f"  - {{id: r{k}, input_len: {i}, output_len: {o}}}" for k, (i, o) in enumerate(zip(inputs, outputs))]
+    lines += [f"  - {{request_id: r{k}, input_tokens: {i}, output_tokens: {o}}}" for k, (i, o) in enumerate(zip(inputs, outputs))]
     path.write_text("\n".join(lines) + "\n")
     return path
 

@@ -3,13 +3,13 @@ normal form and completion, and repeatable time-limited solves (no wall-clock as
 
 from __future__ import annotations
 
+import importlib
 import math
 from dataclasses import replace
 
 import numpy as np
 import pytest
 
-import planner.batching.solve as solve_module
 from planner.batching import effort
 from planner.batching.bruteforce import brute_force
 from planner.batching.costmodel import PUBLISHED
@@ -20,6 +20,9 @@ from planner.batching.validator import validate_schedule
 from planner.core.agreement import objective_mismatch, reconcile_status
 from planner.core.work import WorkClock
 from planner.solver import SolveStatus
+
+#: the module itself (the package attribute ``planner.batching.solve`` is the public entry function)
+solve_module = importlib.import_module("planner.batching.solve")
 
 P70 = PUBLISHED["70b"]
 

@@ -147,7 +147,7 @@ def test_cli_fit_of_a_single_batch_size_table_is_one_line(tmp_path, monkeypatch,
     lines += [f"prefill,1,{c},{10 + 0.01 * c}" for c in (128, 256, 512, 1024)]
     lines += [f"decode,4,{c},{20 + 0.001 * c}" for c in (128, 256, 512, 1024)]
     table.write_text("\n".join(lines) + "\n")
-    code, _, err = run_cli(monkeypatch, capsys, "fit", str(table), "--format", "table", "--kind", "batchtime",
+    code, _, err = run_cli(monkeypatch, capsys, "fit", str(table), "--source-format", "table", "--kind", "batchtime",
                            "--out-dir", str(tmp_path / "out"))
     assert_one_line(code, err, "decode rows cannot identify", "1 batch sizes")
     assert not (tmp_path / "out" / "batchtime").exists()
@@ -250,7 +250,7 @@ def test_cli_fit_of_a_user_table_writes_a_cross_validated_file(tmp_path, monkeyp
               for b in (1, 4, 16) for d in (200, 900, 3000)]
     table = tmp_path / "profile.csv"
     table.write_text("\n".join(lines) + "\n")
-    code, out, err = run_cli(monkeypatch, capsys, "fit", str(table), "--format", "table", "--kind", "batchtime",
+    code, out, err = run_cli(monkeypatch, capsys, "fit", str(table), "--source-format", "table", "--kind", "batchtime",
                              "--out-dir", str(tmp_path / "out"), "--json")
     assert code == 0, err
     data = json.loads(out)

@@ -77,6 +77,18 @@ def test_update_results_writes_the_committed_files(run_all, capsys):
     assert not runs.exists()
 
 
+def test_the_hand_written_targets_are_copied_below_the_summary_table(run_all, tmp_path):
+    module, committed, _ = run_all
+    targets = tmp_path / "TARGETS.md"
+    targets.write_text("# Targets and analyses (maintained by hand)\n\nQuick start within 10 s.\n")
+    module.TARGETS = targets
+    assert module.main(["--update-results"]) == 0
+    summary = (committed / "RESULTS.md").read_text()
+    at = summary.index("## Targets and analyses (maintained by hand)")
+    assert summary.index("| family | script |") < at < summary.index("Fake family")
+    assert "Quick start within 10 s." in summary
+
+
 def test_quick_results_never_replace_the_committed_ones(run_all, capsys):
     module, committed, _ = run_all
     before = _committed(committed)

@@ -55,7 +55,7 @@ def small_run(tmp_path_factory):
     import sys
     from planner.cli.main import main
 
-    mp.setattr(sys, "argv", ["planner", "capacity", str(scenario), "--out", str(out), "--executor", "serial",
+    mp.setattr(sys, "argv", ["planner", "capacity", str(scenario), "--report", str(out), "--executor", "serial",
                              "--no-progress"])
     try:
         main()
@@ -117,7 +117,7 @@ def test_gpu_counts_are_monotone_in_rate_and_bounds_hold(small_run):
 def test_rerun_skips_every_finished_point(small_run, monkeypatch, capsys):
     _, scenario, out = small_run
     before = pd.read_csv(out / "points.csv").drop(columns=["seconds"])
-    code, stdout, _ = run_cli(monkeypatch, capsys, "capacity", str(scenario), "--out", str(out), "--executor",
+    code, stdout, _ = run_cli(monkeypatch, capsys, "capacity", str(scenario), "--report", str(out), "--executor",
                               "serial", "--no-progress", "--force")
     assert code == 0 and "12 already in the database, 0 solved now" in stdout
     pd.testing.assert_frame_equal(pd.read_csv(out / "points.csv").drop(columns=["seconds"]), before)
@@ -132,7 +132,7 @@ def test_report_files_of_an_earlier_run_are_not_overwritten_without_force(small_
         raise AssertionError("the sweep ran before --out was checked")
 
     monkeypatch.setattr("planner.capacity.run.run_capacity", refuse)
-    code, stdout, err = run_cli(monkeypatch, capsys, "capacity", str(scenario), "--out", str(out), "--executor",
+    code, stdout, err = run_cli(monkeypatch, capsys, "capacity", str(scenario), "--report", str(out), "--executor",
                                 "serial", "--no-progress")
     line = assert_one_line(code, err, "already holds report.html, points.csv, points.parquet, eq7.csv",
                            "pass --force")
@@ -152,7 +152,7 @@ def test_an_interrupted_sweep_resumes_without_force_and_leaves_other_files_alone
     run_sweep(points[:2], solve_capacity_point, db_path=out / DB_NAME, fingerprint=spec.fingerprint(),
               executor="serial", progress=False)
     (out / "notes.txt").write_text("the user's notes")
-    code, stdout, err = run_cli(monkeypatch, capsys, "capacity", str(scenario), "--out", str(out), "--executor",
+    code, stdout, err = run_cli(monkeypatch, capsys, "capacity", str(scenario), "--report", str(out), "--executor",
                                 "serial", "--no-progress")
     assert code == 0, err
     assert f"{len(points)} points: 2 already in the database, {len(points) - 2} solved now" in stdout
@@ -162,7 +162,7 @@ def test_an_interrupted_sweep_resumes_without_force_and_leaves_other_files_alone
 
 
 def _json_run(out: Path, scenario: Path, monkeypatch, capsys) -> dict:
-    code, stdout, _ = run_cli(monkeypatch, capsys, "capacity", str(scenario), "--out", str(out), "--executor",
+    code, stdout, _ = run_cli(monkeypatch, capsys, "capacity", str(scenario), "--report", str(out), "--executor",
                               "serial", "--no-progress", "--json", "--force")  # the report files exist
     assert code == 0
     return json.loads(stdout)
@@ -353,7 +353,7 @@ def test_bad_scenario_is_one_line_and_the_database_is_untouched(small_run, tmp_p
     db = out / "results.sqlite"
     before = _digest(db)
     bad = _write(tmp_path, edit(SMALL), "bad.yaml")
-    code, stdout, err = run_cli(monkeypatch, capsys, "capacity", str(bad), "--out", str(out), "--no-progress")
+    code, stdout, err = run_cli(monkeypatch, capsys, "capacity", str(bad), "--report", str(out), "--no-progress")
     assert code == 2
     assert message in err and "bad.yaml" in err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
@@ -364,7 +364,7 @@ def test_unreachable_ray_address_from_the_cli_is_one_line_and_the_database_is_un
     _, scenario, out = small_run
     db = out / "results.sqlite"
     before = _digest(db)
-    code, _, err = run_cli(monkeypatch, capsys, "capacity", str(scenario), "--out", str(out), "--executor", "ray",
+    code, _, err = run_cli(monkeypatch, capsys, "capacity", str(scenario), "--report", str(out), "--executor", "ray",
                            "--address", "127.0.0.1:1", "--no-progress", "--force")
     assert code == 2 and "no Ray cluster reachable" in err and len(err.strip().splitlines()) == 1
     assert _digest(db) == before
@@ -376,7 +376,7 @@ def test_a_changed_scenario_in_the_same_out_dir_is_refused(small_run, tmp_path, 
     before = _digest(db)
     other = _write(tmp_path, SMALL.replace("seed: 1", "seed: 2"), "other.yaml")
     # --force overwrites report files, never another sweep's results database
-    code, _, err = run_cli(monkeypatch, capsys, "capacity", str(other), "--out", str(out), "--no-progress", "--force")
+    code, _, err = run_cli(monkeypatch, capsys, "capacity", str(other), "--report", str(out), "--no-progress", "--force")
     assert code == 2 and "different sweep" in err
     assert _digest(db) == before
 

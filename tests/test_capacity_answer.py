@@ -134,8 +134,8 @@ def test_scaling_shows_the_fleet_answer_and_bound_beside_aladdins_online_heurist
 
     from conftest import run_cli
 
-    code, stdout, err = run_cli(monkeypatch, capsys, "scaling", "--rates", "2", "--gpu", "H100-80GB-SXM", "--tp", "4",
-                                "--ttft", "1", "--atgt", "0.06", "--duration", "90", "--warmup", "15", "--json")
+    code, stdout, err = run_cli(monkeypatch, capsys, "plan", "scaling", "--rate", "2", "--gpu", "H100-80GB-SXM", "--tp", "4",
+                                "--ttft", "1", "--tpot", "0.06", "--duration", "90", "--warmup", "15", "--json")
     assert code == 0, err
     data = json.loads(stdout)
     assert "Aladdin's online heuristic" in data["workers_are"] and "planner.fleet" in data["fleet_workers_are"]

@@ -22,8 +22,8 @@ solve: {time_limit_s: 3, exact_max_requests: 100, seed: 0}
 def _run_cap(tmp_path: Path, monkeypatch, capsys, text: str) -> tuple[int, str, str, Path]:
     path = tmp_path / "cap.yaml"
     path.write_text(text)
-    code, out, err = run_cli(monkeypatch, capsys, "capacity", str(path), "--out", str(tmp_path / "out"),
-                             "--workers", "1", "--no-progress")
+    code, out, err = run_cli(monkeypatch, capsys, "capacity", str(path), "--report", str(tmp_path / "out"),
+                             "--parallel", "1", "--no-progress")
     return code, out, err, path
 
 
@@ -64,12 +64,12 @@ def test_a_huge_rate_is_refused_at_once_instead_of_hanging(tmp_path, monkeypatch
     assert not (tmp_path / "out" / "results.sqlite").exists()
 
 
-def test_compare_all_out_must_be_a_directory(tmp_path, monkeypatch, capsys):
+def test_compare_all_report_must_be_a_directory(tmp_path, monkeypatch, capsys):
     afile = tmp_path / "afile"
     afile.write_text("x")
     code, _, err = run_cli(monkeypatch, capsys, "compare", "all", str(REPO / "instances" / "capacity"),
-                           "--out", str(afile), "--no-progress")
-    assert_one_line(code, err, f"{afile}: --out must be a directory")
+                           "--report", str(afile), "--no-progress")
+    assert_one_line(code, err, f"{afile}: --report must be a directory")
     assert afile.read_text() == "x"
 
 

@@ -140,6 +140,14 @@ def test_single_model_files_read_as_before():
         assert (scenario.fingerprint(), scenario.classes_fingerprint()) == (points, classes)
 
 
+def test_a_non_default_solver_is_its_own_database():
+    """Another solver may stop a time-limited point elsewhere: its results never resume a HiGHS database."""
+    scenario = load_scenario(REPO / "instances" / "capacity" / next(iter(SHIPPED_FINGERPRINTS)))
+    other = scenario.model_copy(update={"solver": "cbc"})
+    assert other.fingerprint() != scenario.fingerprint()
+    assert other.classes_fingerprint() != scenario.classes_fingerprint()
+
+
 def _entry(i: int, **change) -> dict:
     return {**TWO_MODELS["models"][i], **change}
 
@@ -199,7 +207,7 @@ def test_cli_two_models_json_and_a_bad_file(tmp_path):
 
 def test_outputs_lay_out_one_directory_per_model(swept, monkeypatch):
     import planner.capacity.report as report
-    from planner.capacity.multi import check_multi_report_files, write_multi_outputs
+    from planner.capacity.report import check_multi_report_files, write_multi_outputs
     from planner.errors import PlannerError
 
     multi, result, out = swept

@@ -1,4 +1,4 @@
-"""The CLI end to end: the --json contract, compare, fit, generate, worker-config, replay, scaling."""
+"""The CLI end to end: the --json contract, compare, fit, generate, plan worker-config, simulate replay, plan scaling."""
 
 from __future__ import annotations
 
@@ -52,13 +52,12 @@ def test_compare_lists_every_heuristic_with_gap_to_optimum(monkeypatch, capsys):
     methods = {m["method"]: m for m in d["methods"]}
     assert set(methods) == {"best_fit", "first_fit_decreasing", "jsq", "power_of_two", "round_robin", "mip"}
     opt = d["optimum"]
+    assert d["reference"] == opt and d["gap_reference"] == "optimum"
     for m in methods.values():
-        assert m["valid"] and m["workers"] >= opt and m["lower_bound"] <= opt
-        assert m["gap_to_optimum"] == pytest.approx((m["workers"] - opt) / opt)
-        # both gaps are relative to their reference (bound ≤ optimum), so the table's "≤ gap to bound",
-        # printed when the optimum is unknown, holds: e.g. 15 workers vs 14: 1/14 ≤ (15 − bound)/bound
-        assert m["gap_to_bound"] == pytest.approx((m["workers"] - d["best_bound"]) / d["best_bound"])
-        assert m["gap_to_optimum"] <= m["gap_to_bound"] + 1e-12
+        assert m["valid"] and m["objective"] >= opt and m["bound"] <= opt and m["gpus"] >= m["objective"]
+        # the one gap (planner.compare): relative to the larger value, e.g. 15 workers vs 14: 1/15
+        assert m["gap"] == pytest.approx((m["objective"] - opt) / m["objective"])
+        assert m["gap_reference"] == "optimum" and m["result"]["objective"] == m["objective"]
     code, out, _ = run_cli(monkeypatch, capsys, "compare", "placement", str(INSTANCE))
     assert code == 0 and "round_robin" in out and "MIP optimum" in out
 
@@ -79,7 +78,7 @@ def test_fit_writes_models_with_holdout_error(monkeypatch, capsys, tmp_path, sha
     assert json.loads(out)["models"][0]["status"].startswith("skipped")
     # a kernel composition never replaces a file fitted on end-to-end measurements, even with --force
     before = (tmp_path / "aladdin/llama-2-70b__a100-80gb-sxm__tp2.yaml").read_text()
-    code, out, err = run_cli(monkeypatch, capsys, "fit", str(shared_data / "profiling" / "vidur"), "--format", "vidur",
+    code, out, err = run_cli(monkeypatch, capsys, "fit", str(shared_data / "profiling" / "vidur"), "--source-format", "vidur",
                              "--model", "Llama-2-70B", "--gpu", "A100-80GB-SXM", "--tp", "2", "--out-dir",
                              str(tmp_path), "--force", "--json")
     assert code == 0, err
@@ -101,7 +100,7 @@ def test_generate_then_solve(monkeypatch, capsys, tmp_path):
 
 def test_worker_config_json(monkeypatch, capsys):
     monkeypatch.chdir(REPO)
-    code, out, err = run_cli(monkeypatch, capsys, "worker-config", "--model", "Llama-2-70B", "--gpu", "A100-80GB-SXM", "--json")
+    code, out, err = run_cli(monkeypatch, capsys, "plan", "worker-config", "--model", "Llama-2-70B", "--gpu", "A100-80GB-SXM", "--json")
     assert code == 0, err
     d = json.loads(out)
     assert d["best_tensor_parallel"] == 2
@@ -110,11 +109,11 @@ def test_worker_config_json(monkeypatch, capsys):
 
 def test_replay_and_scaling_small(monkeypatch, capsys):
     monkeypatch.chdir(REPO)
-    code, out, err = run_cli(monkeypatch, capsys, "replay", "--rate", "1", "--duration", "30", "--json")
+    code, out, err = run_cli(monkeypatch, capsys, "simulate", "replay", "--rate", "1", "--duration", "30", "--json")
     assert code == 0, err
     d = json.loads(out)
     assert d["requests"] > 10 and d["finished"] == d["requests"] and d["kv_overflows"] == 0
-    code, out, err = run_cli(monkeypatch, capsys, "scaling", "--rates", "0.5,2", "--duration", "60", "--warmup", "20", "--json")
+    code, out, err = run_cli(monkeypatch, capsys, "plan", "scaling", "--rate", "0.5", "--rate", "2", "--duration", "60", "--warmup", "20", "--json")
     assert code == 0, err
     d = json.loads(out)
     assert d["k_w"] > 0
@@ -155,13 +154,13 @@ def test_huge_whole_numbers_are_not_printed_digit_by_digit():
 
 def test_outputs_built_on_a_cost_model_carry_its_caveats(monkeypatch, capsys):
     # worker-config: the derived 13B files say they are derived from another model and have no measured rows
-    code, out, err = run_cli(monkeypatch, capsys, "worker-config", "--model", "Llama-2-13B", "--gpu", "A100-80GB-SXM",
-                             "--degrees", "1", "--json")
+    code, out, err = run_cli(monkeypatch, capsys, "plan", "worker-config", "--model", "Llama-2-13B", "--gpu", "A100-80GB-SXM",
+                             "--tp", "1", "--json")
     assert code == 0, err
     (option,) = json.loads(out)["options"]
     assert {"derived_from_other_model", "no_measured_rows"} <= set(option["cost_caveats"])
     # replay: the Splitwise H100 TP 4 file states that its prefill error is above the 5 % target
-    code, out, err = run_cli(monkeypatch, capsys, "replay", "--model", "Llama-2-70B", "--gpu", "H100-80GB-SXM",
+    code, out, err = run_cli(monkeypatch, capsys, "simulate", "replay", "--model", "Llama-2-70B", "--gpu", "H100-80GB-SXM",
                              "--tp", "4", "--rate", "1", "--duration", "60", "--json")
     assert code == 0, err
     caveats = json.loads(out)["cost_model_caveats"]

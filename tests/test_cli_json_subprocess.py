@@ -53,18 +53,26 @@ def _cost_rows(tmp: Path) -> Path:
     return rows
 
 
+def _tiny3_plan(tmp: Path) -> Path:
+    plan = tmp / "plan.json"
+    plan.write_text(json.dumps({"batches": [{"tokens": {"a": 2, "b": 1}}, {"tokens": {"a": 1, "c": 3}, "evicted": ["b"]},
+                                            {"tokens": {"a": 1, "b": 2}}]}))
+    return plan
+
+
 #: (command words, extra arguments given the temporary folder) — one case per command with --json.
 CASES: dict[str, tuple[list[str], object]] = {
-    "worker-config": (["worker-config", "--model", "Llama-2-70B", "--gpu", "A100-80GB-SXM"], None),
+    "plan worker-config": (["plan", "worker-config", "--model", "Llama-2-70B", "--gpu", "A100-80GB-SXM"], None),
     "fit": (["fit"], lambda tmp: [str(SHARED / "profiling/splitwise_sim/perf_model.csv"), "--kind", "both"]),
-    "replay": (["replay"], lambda tmp: ["--trace", str(SHARED / "traces/azure_llm_inference_2023/AzureLLMInferenceTrace_conv.csv"),
-                                       "--format", "azure", "--workload", "azure_conv", "--duration", "30"]),
-    "scaling": (["scaling", "--rates", "1,2", "--duration", "120"], None),
-    "capacity": (["capacity"], lambda tmp: [str(_capacity_scenario(tmp)), "--out", str(tmp / "capacity-out"),
+    "simulate replay": (["simulate", "replay"], lambda tmp: [
+        "--trace", str(SHARED / "traces/azure_llm_inference_2023/AzureLLMInferenceTrace_conv.csv"),
+        "--trace-format", "azure", "--workload", "azure_conv", "--duration", "30"]),
+    "plan scaling": (["plan", "scaling", "--rate", "1", "--rate", "2", "--duration", "120"], None),
+    "capacity": (["capacity"], lambda tmp: [str(_capacity_scenario(tmp)), "--report", str(tmp / "capacity-out"),
                                             "--no-progress"]),
     "solve placement": (["solve", "placement", "instances/placement/sharegpt-70b-a100-n40.yaml"], None),
     "solve batching": (["solve", "batching", "instances/batching/tiny3.yaml"], None),
-    "solve priority": (["solve", "priority", "instances/priority/hetero_n10_b2.yaml", "--exact-method", "milp"], None),
+    "solve priority": (["solve", "priority", "instances/priority/hetero_n10_b2.yaml", "--formulation", "milp"], None),
     "solve queueing": (["solve", "queueing", "instances/queueing/hetero-fleet-n16.yaml"], None),
     "solve deployment": (["solve", "deployment", "instances/deployment/cost-two-models.yaml"], None),
     "solve routing": (["solve", "routing", "instances/routing/llama3-8b-v100-small.yaml", "--time-limit", "2"], None),
@@ -72,13 +80,14 @@ CASES: dict[str, tuple[list[str], object]] = {
     "compare batching": (["compare", "batching", "instances/batching/tiny3.yaml"], None),
     "compare priority": (["compare", "priority", "instances/priority/fig3_toy.yaml"], None),
     "compare queueing": (["compare", "queueing", "instances/queueing/two-models-one-a100.yaml"], None),
+    "compare deployment": (["compare", "deployment", "instances/deployment/cost-two-models.yaml"], None),
     "compare routing": (["compare", "routing", "instances/routing/llama3-8b-v100-small.yaml", "--time-limit", "2"], None),
     "compare all": (["compare", "all"], lambda tmp: [str(_compare_all_dir(tmp))]),
     "simulate batching": (["simulate", "batching", "instances/batching/tiny3.yaml"], None),
     "simulate fleet": (["simulate", "fleet", "--rate", "2", "--duration", "30", "--workers", "2"], None),
-    "simulate queueing": (["simulate", "queueing", "instances/queueing/trace-n60.yaml", "--policy", "qlm",
+    "simulate queueing": (["simulate", "queueing", "instances/queueing/trace-n60.yaml", "--method", "qlm",
                           "--time-limit", "1"], None),
-    "plan cost": (["plan", "cost", "instances/deployment/cost-overload.yaml"], None),
+    "validate": (["validate", "batching", "instances/batching/tiny3.yaml"], lambda tmp: [str(_tiny3_plan(tmp))]),
     "workload show": (["workload", "show"], None),
     "models": (["models"], None),
     "cost predict": (["cost", "predict", "models/batchtime/llama-2-70b__a100-80gb-sxm__tp2.yaml"],
@@ -88,9 +97,10 @@ CASES: dict[str, tuple[list[str], object]] = {
 EXTRA_CASES: dict[str, list[str]] = {
     "solve deployment (TP enumeration)": ["solve", "deployment", "instances/deployment/clusters/llama3-8b-8xv100.yaml"],
     "solve deployment (request classes)": ["solve", "deployment", "instances/deployment/melange-example.yaml"],
+    "solve deployment --max-load": ["solve", "deployment", "instances/deployment/cost-overload.yaml", "--max-load"],
     "workload show sharegpt": ["workload", "show", "sharegpt"],
 }
-NEEDS_SHARED = {"fit", "replay"}
+NEEDS_SHARED = {"fit", "simulate replay"}
 
 
 def _json_commands() -> set[str]:

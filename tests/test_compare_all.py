@@ -38,7 +38,7 @@ def placement_dir(tmp_path_factory):
 
 def test_compare_all_table_and_summary_on_placement(placement_dir, tmp_path, monkeypatch, capsys):
     out = tmp_path / "out"
-    code, stdout, err = run_cli(monkeypatch, capsys, "compare", "all", str(placement_dir), "--out", str(out),
+    code, stdout, err = run_cli(monkeypatch, capsys, "compare", "all", str(placement_dir), "--report", str(out),
                                 "--executor", "serial", "--time-limit", "30", "--json", "--no-progress")
     assert code == 0, err
     data = json.loads(stdout)
@@ -69,12 +69,12 @@ def test_compare_all_table_and_summary_on_placement(placement_dir, tmp_path, mon
     assert (out / "compare.csv").exists() and (out / "summary.csv").exists()
     # The tables of that run are not overwritten without --force (refused before anything runs) ...
     before = {name: (out / name).read_bytes() for name in ("compare.csv", "summary.csv")}
-    code, stdout, err = run_cli(monkeypatch, capsys, "compare", "all", str(placement_dir), "--out", str(out),
+    code, stdout, err = run_cli(monkeypatch, capsys, "compare", "all", str(placement_dir), "--report", str(out),
                                 "--executor", "serial", "--time-limit", "30", "--no-progress")
     assert_one_line(code, err, "already holds compare.csv, summary.csv", "pass --force")
     assert {name: (out / name).read_bytes() for name in before} == before
     # ... and with --force the re-run resumes from the database: nothing is solved again.
-    code, stdout, _ = run_cli(monkeypatch, capsys, "compare", "all", str(placement_dir), "--out", str(out),
+    code, stdout, _ = run_cli(monkeypatch, capsys, "compare", "all", str(placement_dir), "--report", str(out),
                               "--executor", "serial", "--time-limit", "30", "--no-progress", "--force")
     assert code == 0 and f"{len(rows)} already in the database, 0 solved now" in stdout
 
@@ -120,7 +120,7 @@ def test_bad_directories_and_families_are_one_line(tmp_path, monkeypatch, capsys
 def test_a_broken_instance_fails_its_rows_with_one_line_and_the_others_run(tmp_path, monkeypatch, capsys):
     _copy_placement("sharegpt-70b-a100-n40", tmp_path / "placement")
     (tmp_path / "placement" / "broken.yaml").write_text("family: placement\nmodel: Llama-2-70B\n")
-    code, stdout, err = run_cli(monkeypatch, capsys, "compare", "all", str(tmp_path), "--out", str(tmp_path / "out"),
+    code, stdout, err = run_cli(monkeypatch, capsys, "compare", "all", str(tmp_path), "--report", str(tmp_path / "out"),
                                 "--executor", "serial", "--json", "--no-progress")
     assert code == 2
     rows = pd.DataFrame(json.loads(stdout)["rows"])

@@ -173,10 +173,10 @@ def test_deployment_cluster_lists_only_the_configurations_it_estimated(monkeypat
 
 def test_cost_plan_carries_the_caveats_of_its_estimated_capacities(monkeypatch, capsys):
     instance = ROOT / "instances/deployment/cost-two-models.yaml"
-    data = _json(monkeypatch, capsys, "plan", "cost", str(instance), "--json")
+    data = _json(monkeypatch, capsys, "solve", "deployment", str(instance), "--json")
     found = _by_label(data["cost_model_caveats"])
     assert found["Llama-2-70B / A100-80GB-SXM / TP 2"] == _codes(MODELS / "aladdin/llama-2-70b__a100-80gb-sxm__tp2.yaml")
-    data = _json(monkeypatch, capsys, "plan", "cost", str(instance), "--max-load", "--json")
+    data = _json(monkeypatch, capsys, "solve", "deployment", str(instance), "--max-load", "--json")
     assert _by_label(data["cost_model_caveats"]) == found
     # capacities given in the file: no cost model, no caveats
     assert _json(monkeypatch, capsys, "solve", "deployment", str(ROOT / "instances/deployment/synthetic-6x4x10.yaml"),

@@ -65,7 +65,7 @@ def test_cost_predict_writes_the_models_own_times(tmp_path, monkeypatch, capsys)
     rows = tmp_path / "rows.csv"
     rows.write_text("batch_size,prompt_tokens,output_tokens,context_tokens\n1,512,128,0\n8,1024,256,64\n")
     out = tmp_path / "pred.csv"
-    proc = _run("cost", "predict", str(MODEL), str(rows), "--out", str(out), "--json")
+    proc = _run("cost", "predict", str(MODEL), str(rows), "--csv", str(out), "--json")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     model = load_any_cost_model(MODEL)
@@ -77,9 +77,9 @@ def test_cost_predict_writes_the_models_own_times(tmp_path, monkeypatch, capsys)
     assert out.read_text().splitlines()[0] == ("batch_size,prompt_tokens,output_tokens,context_tokens,"
                                                "prefill_s,decode_s_per_token")
     # never over an existing file without --force
-    again = _run("cost", "predict", str(MODEL), str(rows), "--out", str(out))
+    again = _run("cost", "predict", str(MODEL), str(rows), "--csv", str(out))
     _one_error_line(again, str(out), "already exists; pass --force")
-    code, stdout, err = run_cli(monkeypatch, capsys, "cost", "predict", str(MODEL), str(rows), "--out", str(out),
+    code, stdout, err = run_cli(monkeypatch, capsys, "cost", "predict", str(MODEL), str(rows), "--csv", str(out),
                                 "--force")
     assert code == 0 and "under cost model" in stdout, err
 

@@ -334,11 +334,11 @@ def test_catalog_lookup_without_aliases_names_the_candidates():
     assert "H100-80GB-PCIe" in gpu_alias_problem("H100") and "H100-NVL-94GB" in gpu_alias_problem("H100")
 
 
-def test_plan_cost_takes_request_classes_but_not_max_load(monkeypatch, capsys):
-    code, out, err = run_cli(monkeypatch, capsys, "plan", "cost", str(EXAMPLE), "--json")
+def test_solve_deployment_takes_request_classes_but_not_max_load(monkeypatch, capsys):
+    code, out, err = run_cli(monkeypatch, capsys, "solve", "deployment", str(EXAMPLE), "--json")
     assert code == 0, err
     assert json.loads(out)["validation"]["feasible"]
-    code, _, err = run_cli(monkeypatch, capsys, "plan", "cost", str(EXAMPLE), "--max-load")
+    code, _, err = run_cli(monkeypatch, capsys, "solve", "deployment", str(EXAMPLE), "--max-load")
     assert_one_line(code, err, "melange-example.yaml: models: --max-load answers cost plans")
 
 

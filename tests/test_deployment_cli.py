@@ -41,14 +41,14 @@ def test_solve_cost_plan_json_proven_optimal(monkeypatch, capsys):
 
 
 def test_plan_cost_overload_gives_max_load(monkeypatch, capsys):
-    code, stdout, _ = run_cli(monkeypatch, capsys, "plan", "cost", str(OVERLOAD), "--json")
+    code, stdout, _ = run_cli(monkeypatch, capsys, "solve", "deployment", str(OVERLOAD), "--json")
     assert code == 0
     data = json.loads(stdout)
     assert data["status"] == "infeasible"
     assert 0 < data["solution"]["load_scale"] < 1 and data["validation"]["feasible"]
     # status infeasible, objective null: the verdict says it scores the max-load plan's $/h
     assert data["objective"] is None and "x the requested rates" in data["validation"]["objective_name"]
-    code, stdout, _ = run_cli(monkeypatch, capsys, "plan", "cost", str(OVERLOAD), "--max-load", "--json")
+    code, stdout, _ = run_cli(monkeypatch, capsys, "solve", "deployment", str(OVERLOAD), "--max-load", "--json")
     assert code == 0
     assert json.loads(stdout)["objective"] == pytest.approx(data["solution"]["load_scale"], rel=1e-6)
 
@@ -64,9 +64,11 @@ def test_compare_routing_small(monkeypatch, capsys, tmp_path):
     assert code == 0
     data = json.loads(stdout)
     assert {m["method"] for m in data["methods"]} == {"rr", "wrr", "si", "mb", "mapper", "milp"}
-    bound = data["best_bound"]
+    bound = next(m for m in data["methods"] if m["kind"] == "exact")["bound"]
     for m in data["methods"]:
-        assert m["valid"] and m["makespan_s"] >= bound * (1 - 1e-9)
+        assert m["valid"] and m["objective"] >= bound * (1 - 1e-9)
+        if data["gap_reference"] == "bound":  # to the bound: an upper estimate of the gap to the optimum
+            assert data["reference"] == bound and m["gap"] >= 0
 
 
 BAD = {

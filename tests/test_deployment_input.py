@@ -110,7 +110,7 @@ BAD = {
                  "instances[0].wrr_weight: expected a number, got 'abc'"),
 }
 
-COMMANDS = {"deployment": ("solve", "deployment"), "cost": ("plan", "cost"), "routing": ("solve", "routing")}
+COMMANDS = {"deployment": ("solve", "deployment"), "cost": ("solve", "deployment"), "routing": ("solve", "routing")}
 
 
 def _one_line(stderr: str) -> str:
@@ -133,8 +133,7 @@ def test_bad_deployment_input_one_line(monkeypatch, capsys, tmp_path: Path, case
     assert f"{path}: {expected}" in line, line
 
 
-@pytest.mark.parametrize("command", [("plan", "cost"), ("solve", "routing"), ("compare", "routing"),
-                                     ("solve", "deployment")])
+@pytest.mark.parametrize("command", [("solve", "routing"), ("compare", "routing"), ("solve", "deployment")])
 @pytest.mark.parametrize("option", [("--time-limit", "nan"), ("--time-limit", "0"), ("--threads", "0"),
                                     ("--threads", "-3")])
 def test_run_options_refused(monkeypatch, capsys, tmp_path: Path, command, option) -> None:

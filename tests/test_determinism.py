@@ -6,6 +6,7 @@ from conftest import REPO
 from planner.placement.heuristics import HEURISTICS
 from planner.placement.improve import repack
 from planner.placement.instance import load_placement_instance
+from planner.core.contract import RunOptions
 from planner.placement.solve import run_heuristic, solve_placement
 
 INSTANCE = REPO / "instances" / "placement" / "sharegpt-70b-a100-decode-n250.yaml"
@@ -15,8 +16,8 @@ def test_heuristics_and_mip_are_deterministic():
     p = load_placement_instance(INSTANCE)
     for name in HEURISTICS:
         assert run_heuristic(p, name, seed=3).solution == run_heuristic(p, name, seed=3).solution, name
-    a = solve_placement(p, seed=1).solution
-    b = solve_placement(load_placement_instance(INSTANCE), seed=1).solution
+    a = solve_placement(p, RunOptions(seed=1)).solution
+    b = solve_placement(load_placement_instance(INSTANCE), RunOptions(seed=1)).solution
     assert a == b
 
 

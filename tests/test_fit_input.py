@@ -36,7 +36,7 @@ def test_out_dir_that_is_a_file_is_one_line(tmp_path, monkeypatch, capsys):
     afile = tmp_path / "afile"
     afile.write_text("x")
     profile = _profile(tmp_path / "perf_model.csv")
-    code, _, err = run_cli(monkeypatch, capsys, "fit", str(profile), "--format", "splitwise", "--kind", "both",
+    code, _, err = run_cli(monkeypatch, capsys, "fit", str(profile), "--source-format", "splitwise", "--kind", "both",
                            "--out-dir", str(afile))
     assert_one_line(code, err, f"{afile}: --out-dir must be a directory")
     assert afile.read_text() == "x"
@@ -46,7 +46,7 @@ def test_out_dir_that_is_a_file_is_one_line(tmp_path, monkeypatch, capsys):
 def test_out_dir_that_is_a_file_with_the_real_profile(tmp_path, monkeypatch, capsys):
     afile = tmp_path / "afile"
     afile.write_text("x")
-    code, _, err = run_cli(monkeypatch, capsys, "fit", str(SPLITWISE), "--format", "splitwise", "--kind", "both",
+    code, _, err = run_cli(monkeypatch, capsys, "fit", str(SPLITWISE), "--source-format", "splitwise", "--kind", "both",
                            "--out-dir", str(afile))
     assert_one_line(code, err, f"{afile}: --out-dir must be a directory")
 
@@ -56,14 +56,14 @@ def test_a_file_inside_the_out_dir_blocking_a_kind_directory_is_one_line(tmp_pat
     out.mkdir()
     (out / "aladdin").write_text("x")
     profile = _profile(tmp_path / "perf_model.csv")
-    code, _, err = run_cli(monkeypatch, capsys, "fit", str(profile), "--format", "splitwise", "--out-dir", str(out))
+    code, _, err = run_cli(monkeypatch, capsys, "fit", str(profile), "--source-format", "splitwise", "--out-dir", str(out))
     assert_one_line(code, err, "cannot write the cost model")
 
 
 @pytest.mark.parametrize("tp", ["0", "-2"])
 def test_tp_must_be_at_least_one(tmp_path, monkeypatch, capsys, tp):
     profile = _profile(tmp_path / "perf_model.csv")
-    code, _, err = run_cli(monkeypatch, capsys, "fit", str(profile), "--format", "splitwise", "--tp", tp,
+    code, _, err = run_cli(monkeypatch, capsys, "fit", str(profile), "--source-format", "splitwise", "--tp", tp,
                            "--out-dir", str(tmp_path / "models"))
     assert_one_line(code, err, f"--tp must be at least 1, got {tp}")
     assert not (tmp_path / "models").exists()
@@ -76,14 +76,14 @@ def test_tp_must_be_at_least_one(tmp_path, monkeypatch, capsys, tp):
 ])
 def test_non_positive_or_infinite_profile_times_are_one_line(tmp_path, monkeypatch, capsys, value, problem):
     profile = _profile(tmp_path / "perf_model.csv", rows=40, last_prompt_time=value)
-    code, _, err = run_cli(monkeypatch, capsys, "fit", str(profile), "--format", "splitwise",
+    code, _, err = run_cli(monkeypatch, capsys, "fit", str(profile), "--source-format", "splitwise",
                            "--out-dir", str(tmp_path / "models"))
     assert_one_line(code, err, f"{profile}: row 40, column prompt_time: {problem}")
 
 
 def test_the_good_profile_still_fits(tmp_path, monkeypatch, capsys):
     profile = _profile(tmp_path / "perf_model.csv")
-    code, _, err = run_cli(monkeypatch, capsys, "fit", str(profile), "--format", "splitwise", "--tp", "4",
+    code, _, err = run_cli(monkeypatch, capsys, "fit", str(profile), "--source-format", "splitwise", "--tp", "4",
                            "--out-dir", str(tmp_path / "models"))
     assert code == 0, err
 
@@ -91,6 +91,6 @@ def test_the_good_profile_still_fits(tmp_path, monkeypatch, capsys):
 def test_table_profile_rejects_a_negative_time(tmp_path, monkeypatch, capsys):
     table = tmp_path / "profile.csv"
     table.write_text("phase,batch_size,tokens_per_request,time_ms\nprefill,1,100,5\ndecode,2,100,-1\n")
-    code, _, err = run_cli(monkeypatch, capsys, "fit", str(table), "--format", "table",
+    code, _, err = run_cli(monkeypatch, capsys, "fit", str(table), "--source-format", "table",
                            "--out-dir", str(tmp_path / "models"))
     assert_one_line(code, err, f"{table}: row 2, column time_s: must be positive")

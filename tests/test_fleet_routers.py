@@ -117,7 +117,7 @@ TRACE = "../shared/data/traces/azure_llm_inference_2023/AzureLLMInferenceTrace_c
     (["--rate", "0"], "--rate must be a positive number"),
     (["--rate", "2", "--workers", "0"], "--workers must be between 1"),
     (["--rate", "2", "--router", "random"], "--router must be one of"),
-    (["--rate", "2", "--scheduler", "fifo"], "--scheduler must be one of"),
+    (["--rate", "2", "--method", "fifo"], "--method must be one of"),
     (["--rate", "2", "--gpu", "H100-80GB-SXM", "--tp", "3"], "no Aladdin cost model"),
     (["--rate", "2", "--model", "no-such-model"], "unknown model"),
     ([], "give exactly one of --trace or --rate"),
@@ -131,7 +131,7 @@ def test_cli_trace_window_without_requests_is_one_line(monkeypatch, capsys, tmp_
     trace = tmp_path / "t.csv"
     trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,5000,10\n"
                      "2023-11-16 18:15:50.6805900,100,10\n")
-    code, _, err = run_cli(monkeypatch, capsys, "simulate", "fleet", "--trace", str(trace), "--window-s", "2")
+    code, _, err = run_cli(monkeypatch, capsys, "simulate", "fleet", "--trace", str(trace), "--trace-duration", "2")
     assert_one_line(code, err, "no request of the trace", "within the first 2 s")
 
 

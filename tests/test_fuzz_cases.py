@@ -127,7 +127,7 @@ def test_billion_laughs_is_refused_at_once(tmp_path, family):
     data[key] = "__BOMB__"
     path = tmp_path / "bomb.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False).replace("__BOMB__", BILLION_LAUGHS))
-    args = ["capacity", str(path), "--out", str(tmp_path / "o")] if family == "capacity" else \
+    args = ["capacity", str(path), "--report", str(tmp_path / "o")] if family == "capacity" else \
         ["solve", family, str(path)]
     code, _, err = planner(*args)
     line = assert_one_line(code, err, "bomb.yaml", "aliases expand the document to 12,", "at most 100,000")
@@ -256,10 +256,10 @@ def test_a_trace_that_is_dev_zero(tmp_path):
     data["workload"] = {"trace": "/dev/zero", "format": "azure"}
     path = tmp_path / "cap.yaml"
     path.write_text(yaml.safe_dump(data))
-    code, _, err = planner("capacity", str(path), "--out", str(tmp_path / "o"), "--no-progress")
+    code, _, err = planner("capacity", str(path), "--report", str(tmp_path / "o"), "--no-progress")
     assert_one_line(code, err, "cap.yaml: workload.trace: /dev/zero is a character device")
-    code, _, err = planner("workload", "derive", "/dev/zero", "--format", "azure", "--name", "d",
-                           "--out", str(tmp_path / "d.yaml"))
+    code, _, err = planner("workload", "derive", "/dev/zero", str(tmp_path / "d.yaml"), "--trace-format", "azure",
+                           "--name", "d")
     assert_one_line(code, err, "/dev/zero: is a character device, not a regular file; expected a trace file")
 
 
@@ -295,8 +295,8 @@ def test_a_bom_is_ignored(monkeypatch, capsys, tmp_path):
      ["inst.yaml: slos.default.ttft_s: expected a number, not text (got '1.6')"]),
     ("batching", "tiny3.yaml", lambda d: d["limits"].__setitem__("C", "12"),
      ["x.yaml: limits.C: expected a number, not text (got '12'): write 12 without quotes"]),
-    ("batching", "tiny3.yaml", lambda d: d["requests"][1].__setitem__("input_len", "3"),
-     ["x.yaml: requests[1].input_len: expected a number, not text (got '3')"]),
+    ("batching", "tiny3.yaml", lambda d: d["requests"][1].__setitem__("input_tokens", "3"),
+     ["x.yaml: requests[1].input_tokens: expected a number, not text (got '3')"]),
     ("queueing", "two-models-one-a100.yaml", lambda d: d["groups"][0].__setitem__("num_requests", "8"),
      ["x.yaml: groups[0].num_requests: expected a number, not text (got '8')"]),
     ("queueing", "two-models-one-a100.yaml", lambda d: d["slo_classes"].__setitem__("interactive", "20"),

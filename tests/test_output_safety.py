@@ -28,27 +28,25 @@ def _refuse(target: str):
 COMMANDS = [
     (["solve", "placement", str(INST / "placement/sharegpt-70b-a100-n40.yaml"), "--out", "OUT"],
      "planner.placement.solve.solve_placement"),
-    (["compare", "placement", str(INST / "placement/sharegpt-70b-a100-n40.yaml"), "--out", "OUT"],
-     "planner.placement.solve.compare_placement"),
+    (["compare", "placement", str(INST / "placement/sharegpt-70b-a100-n40.yaml"), "--out", "OUT"], "planner.compare.compare"),
     (["simulate", "batching", str(INST / "batching/tiny3.yaml"), "--out", "OUT"], "planner.batching.solve.run_scheduler"),
     (["solve", "batching", str(INST / "batching/tiny3.yaml"), "--out", "OUT"], "planner.batching.solve.solve_batching"),
+    (["compare", "batching", str(INST / "batching/tiny3.yaml"), "--out", "OUT"], "planner.compare.compare"),
     (["solve", "priority", str(INST / "priority/fig3_toy.yaml"), "--out", "OUT"], "planner.priority.solve.run_method"),
-    (["compare", "priority", str(INST / "priority/fig3_toy.yaml"), "--out", "OUT"], "planner.priority.solve.run_method"),
+    (["compare", "priority", str(INST / "priority/fig3_toy.yaml"), "--out", "OUT"], "planner.compare.compare"),
     (["solve", "queueing", str(INST / "queueing/two-models-one-a100.yaml"), "--out", "OUT"],
      "planner.queueing.solve.solve_queueing"),
-    (["compare", "queueing", str(INST / "queueing/two-models-one-a100.yaml"), "--out", "OUT"],
-     "planner.queueing.solve.compare_queueing"),
+    (["compare", "queueing", str(INST / "queueing/two-models-one-a100.yaml"), "--out", "OUT"], "planner.compare.compare"),
     (["solve", "deployment", str(INST / "deployment/cost-two-models.yaml"), "--out", "OUT"],
      "planner.deployment.cost_solve.solve_cost_plan"),
-    (["plan", "cost", str(INST / "deployment/cost-two-models.yaml"), "--out", "OUT"],
-     "planner.deployment.cost_solve.solve_cost_plan"),
+    (["solve", "deployment", str(INST / "deployment/cost-two-models.yaml"), "--max-load", "--out", "OUT"],
+     "planner.deployment.cost_solve.max_servable_load"),
     (["solve", "routing", str(INST / "routing/llama3-8b-v100-small.yaml"), "--out", "OUT"],
      "planner.deployment.routing_solve.solve_routing"),
-    (["compare", "routing", str(INST / "routing/llama3-8b-v100-small.yaml"), "--out", "OUT"],
-     "planner.deployment.routing_solve.compare_routing"),
+    (["compare", "routing", str(INST / "routing/llama3-8b-v100-small.yaml"), "--out", "OUT"], "planner.compare.compare"),
     (["generate", "placement", "OUT"], "planner.placement.generator.generate_placement_problem"),
     (["generate", "priority", "OUT"], "planner.priority.generator.generate_priority_problem"),
-    (["workload", "derive", str(REPO / "README.md"), "--format", "sharegpt", "--name", "x", "--out", "OUT"],
+    (["workload", "derive", str(REPO / "README.md"), "OUT", "--trace-format", "sharegpt", "--name", "x"],
      "planner.workloads.lengths.read_trace_lengths"),
 ]
 IDS = [" ".join(a[:2]) for a, _ in COMMANDS]
@@ -97,7 +95,7 @@ def test_an_output_that_is_a_directory_is_refused_before_solving(monkeypatch, ca
 def test_replay_checks_both_tables_before_replaying(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(__import__("planner.placement.online", fromlist=["replay"]), "replay",
                         _refuse("planner.placement.online.replay"))
-    code, _, err = run_cli(monkeypatch, capsys, "replay", "--rate", "1", "--duration", "8", "--out",
+    code, _, err = run_cli(monkeypatch, capsys, "simulate", "replay", "--rate", "1", "--duration", "8", "--report",
                            "/proc/planner-no-such-dir/run")
     assert_one_line(code, err, "cannot write in /proc")
 
@@ -105,7 +103,7 @@ def test_replay_checks_both_tables_before_replaying(monkeypatch, capsys, tmp_pat
 def test_fit_out_dir_is_checked_before_fitting(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(__import__("planner.costmodels.fitting", fromlist=["fit_groups"]), "fit_groups",
                         _refuse("planner.costmodels.fitting.fit_groups"))
-    code, _, err = run_cli(monkeypatch, capsys, "fit", str(REPO / "README.md"), "--format", "table",
+    code, _, err = run_cli(monkeypatch, capsys, "fit", str(REPO / "README.md"), "--source-format", "table",
                            "--out-dir", "/proc/planner-no-such-dir/models")
     assert_one_line(code, err, "--out-dir", "cannot write in /proc")
 

@@ -142,7 +142,7 @@ def test_the_derivation_refuses_a_wrong_source(change, message):
 
 
 def _worker_config(model: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "planner", "worker-config", "--model", model, "--gpu", "A100-80GB-SXM",
+    return subprocess.run([sys.executable, "-m", "planner", "plan", "worker-config", "--model", model, "--gpu", "A100-80GB-SXM",
                            "--json"], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
 
 

@@ -29,7 +29,8 @@ from planner.placement.heuristics import best_fit, capacity_norm_weight, first_f
 from planner.placement.improve import repack
 from planner.placement.instance import load_placement_instance
 from planner.placement.problem import OngoingState
-from planner.placement.solve import mip_candidates, run_heuristic, solve_placement
+from planner.core.contract import RunOptions
+from planner.placement.solve import PlacementKnobs, mip_candidates, run_heuristic, solve_placement
 from planner.placement.state import WorkerLoad, first_new_label, ongoing_loads
 from planner.solver import SolveStatus
 
@@ -84,7 +85,7 @@ def test_time_limit_covers_the_whole_solve(monkeypatch, capsys, large):
 def test_same_plan_twice_under_a_time_limit(large):
     # The phases run on nominal seconds; with the wall-clock guard off (as on a machine no slower than
     # the reference) two runs are identical, however long each took.
-    runs = [solve_placement(load_placement_instance(large), seed=4, clock=WorkClock(1.0, guard_share=math.inf))
+    runs = [solve_placement(load_placement_instance(large), RunOptions(seed=4), PlacementKnobs(clock=WorkClock(1.0, guard_share=math.inf)))
             for _ in range(2)]
     assert not any(r.stats["wall_cut"] for r in runs)
     assert runs[0].solution == runs[1].solution
@@ -95,7 +96,7 @@ def test_same_plan_twice_under_a_time_limit(large):
 
 def test_compare_time_limit_covers_the_load_balancers(monkeypatch, capsys, large):
     # JSQ, power-of-two and round-robin try pool sizes one by one (minutes on this instance); under a
-    # time limit they stop on their nominal share and say which sizes they tried.
+    # time limit (each method gets all of it, `planner.compare`) they stop and say which sizes they tried.
     limit = 2.0
     t0 = time.perf_counter()
     code, out, err = run_cli(monkeypatch, capsys, "compare", "placement", str(large), "--time-limit", str(limit), "--json")
@@ -106,7 +107,7 @@ def test_compare_time_limit_covers_the_load_balancers(monkeypatch, capsys, large
     rows = {r["method"]: r for r in d["methods"]}
     for name in ("jsq", "power_of_two", "round_robin"):
         assert rows[name]["valid"] or "stopped by the time limit" in rows[name]["message"], rows[name]
-    assert rows["mip"]["valid"] and rows["mip"]["workers"] <= rows["first_fit_decreasing"]["workers"]
+    assert rows["mip"]["valid"] and rows["mip"]["objective"] <= rows["first_fit_decreasing"]["objective"]
 
 
 def _tiny():
@@ -117,10 +118,10 @@ def _tiny():
 
 def test_mip_is_skipped_when_its_build_does_not_fit_the_budget(monkeypatch):
     p = _tiny()
-    full = solve_placement(p, time_limit=30)
+    full = solve_placement(p, RunOptions(time_limit=30))
     assert full.stats["skipped"] == [] and "variables" in full.stats  # the MIP ran
     monkeypatch.setattr(effort, "HANDOVER_PER_PAIR", 1e3)  # pretend the hand-over to the solver takes ages
-    res = solve_placement(p, time_limit=30)
+    res = solve_placement(p, RunOptions(time_limit=30))
     assert any(s.startswith("the MIP") for s in res.stats["skipped"]) and "variables" not in res.stats
     assert res.solution is not None and res.validation.feasible
     assert res.objective == res.validation.objective
@@ -133,8 +134,8 @@ def test_mip_is_skipped_when_its_build_does_not_fit_the_budget(monkeypatch):
 def test_second_heuristic_is_skipped_past_its_share(monkeypatch):
     p = _tiny()  # 6 new requests
     monkeypatch.setattr(effort, "GREEDY_PER_REQUEST", 1.0)  # best-fit is charged 6 nominal seconds
-    assert any(s.startswith("first_fit_decreasing") for s in solve_placement(p, time_limit=10).stats["skipped"])
-    assert not any(s.startswith("first_fit_decreasing") for s in solve_placement(p, time_limit=100).stats["skipped"])
+    assert any(s.startswith("first_fit_decreasing") for s in solve_placement(p, RunOptions(time_limit=10)).stats["skipped"])
+    assert not any(s.startswith("first_fit_decreasing") for s in solve_placement(p, RunOptions(time_limit=100)).stats["skipped"])
 
 
 def test_repack_rounds_stop_on_nominal_seconds(monkeypatch):

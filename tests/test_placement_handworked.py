@@ -13,13 +13,14 @@ from conftest import toy_cost, toy_problem
 from planner.placement.bounds import lower_bound
 from planner.placement.heuristics import HEURISTICS, best_fit, first_fit_decreasing
 from planner.placement.problem import OngoingState
-from planner.placement.solve import run_heuristic, solve_placement
+from planner.core.contract import RunOptions
+from planner.placement.solve import PlacementKnobs, run_heuristic, solve_placement
 from planner.placement.validator import validate_placement
 from planner.solver import SolveStatus
 
 
 def _optimum(problem, solver="highs"):
-    res = solve_placement(problem, solver=solver)
+    res = solve_placement(problem, RunOptions(solver=solver))
     assert res.status == SolveStatus.OPTIMAL, res.message
     assert res.validation is not None and res.validation.feasible, res.validation.summary()
     assert res.objective == res.validation.objective  # MIP objective == validator's
@@ -184,7 +185,7 @@ def test_time_limit_returns_incumbent_and_bound():
     # solve must still return the heuristic plan (30) and a valid bound (24 ≤ bound ≤ 30).
     cost = toy_cost(decode_s_per_context_token=1e-4)
     p = toy_problem([(400, 200)] * 60, atgt=0.2, cost=cost, gpu_memory_gb=40.0)
-    res = solve_placement(p, time_limit=0.0, repack_seconds=0)
+    res = solve_placement(p, RunOptions(time_limit=0.0), PlacementKnobs(repack_seconds=0))
     assert res.status in (SolveStatus.FEASIBLE, SolveStatus.OPTIMAL)
     assert res.objective == 30 and res.validation.feasible
     assert 24 <= res.bound <= 30
@@ -223,7 +224,7 @@ def test_kv_chain_levels_allocated_for_every_request_breakpoint():
                                predicted_output_tokens=o) for k, (i, o) in enumerate(lengths)),
         options=PlacementOptions(mode="decode_only"),
     )
-    result = solve_placement(problem, solver="highs")
+    result = solve_placement(problem, RunOptions(solver="highs"))
     assert result.status == SolveStatus.OPTIMAL
     assert result.validation.feasible and result.validation.objective == result.objective
     assert result.objective >= lower_bound(problem.arrays).value

@@ -1,4 +1,4 @@
-"""Bad options and files of the placement family (solve, compare, generate, replay, scaling): one line, exit 2."""
+"""Bad options and files of the placement family (solve, compare, generate, simulate replay, plan scaling): one line, exit 2."""
 
 from __future__ import annotations
 
@@ -34,24 +34,24 @@ def test_solve_compare_run_options(monkeypatch, capsys, command, option, value, 
 
 @pytest.mark.parametrize("args, words", [
     (("generate", "placement", "{tmp}/gx.yaml", "--ttft", "nan"), ["--ttft must be a positive number", "nan"]),
-    (("generate", "placement", "{tmp}/gx.yaml", "--atgt", "0.01"), ["--atgt", "un-batched decode"]),
+    (("generate", "placement", "{tmp}/gx.yaml", "--tpot", "0.01"), ["--tpot", "un-batched decode"]),
     (("generate", "placement", "{tmp}/gx.yaml", "--requests", "100000000000"), ["--requests", "at most"]),
     (("generate", "placement", "{tmp}/gx.yaml", "--ongoing", "100000000000"), ["--ongoing", "at most"]),
-    (("replay", "--rate", "1", "--ttft", "nan"), ["--ttft", "nan"]),
-    (("replay", "--rate", "1", "--atgt", "0.01"), ["--atgt", "un-batched decode"]),
-    (("scaling", "--ttft", "nan"), ["--ttft", "nan"]),
-    (("replay", "--rate", "nan"), ["--rate", "nan"]),
-    (("replay", "--rate", "inf"), ["--rate", "inf"]),
-    (("replay", "--rate", "1", "--duration", "nan"), ["--duration", "nan"]),
-    (("replay", "--rate", "1", "--duration", "inf"), ["--duration", "inf"]),
-    (("replay", "--rate", "1e12"), ["--rate", "at most"]),
-    (("replay", "--rate", "1", "--duration", "1e9"), ["--duration", "at most"]),
-    (("replay", "--rate", "1", "--heartbeat", "nan"), ["--heartbeat", "nan"]),
-    (("replay", "--rate", "1", "--heartbeat", "1e-9"), ["--heartbeat", "at most"]),
-    (("scaling", "--rates", "nan"), ["--rates", "nan"]),
-    (("scaling", "--rates", "1,inf"), ["--rates", "inf"]),
-    (("scaling", "--rates", "1,1e12"), ["--rates", "at most"]),
-    (("scaling", "--heartbeat", "1e-9"), ["--heartbeat", "at most"]),
+    (("simulate", "replay", "--rate", "1", "--ttft", "nan"), ["--ttft", "nan"]),
+    (("simulate", "replay", "--rate", "1", "--tpot", "0.01"), ["--tpot", "un-batched decode"]),
+    (("plan", "scaling", "--ttft", "nan"), ["--ttft", "nan"]),
+    (("simulate", "replay", "--rate", "nan"), ["--rate", "nan"]),
+    (("simulate", "replay", "--rate", "inf"), ["--rate", "inf"]),
+    (("simulate", "replay", "--rate", "1", "--duration", "nan"), ["--duration", "nan"]),
+    (("simulate", "replay", "--rate", "1", "--duration", "inf"), ["--duration", "inf"]),
+    (("simulate", "replay", "--rate", "1e12"), ["--rate", "at most"]),
+    (("simulate", "replay", "--rate", "1", "--duration", "1e9"), ["--duration", "at most"]),
+    (("simulate", "replay", "--rate", "1", "--heartbeat", "nan"), ["--heartbeat", "nan"]),
+    (("simulate", "replay", "--rate", "1", "--heartbeat", "1e-9"), ["--heartbeat", "at most"]),
+    (("plan", "scaling", "--rate", "nan"), ["--rate", "nan"]),
+    (("plan", "scaling", "--rate", "1", "--rate", "inf"), ["--rate", "inf"]),
+    (("plan", "scaling", "--rate", "1", "--rate", "1e12"), ["--rate", "at most"]),
+    (("plan", "scaling", "--heartbeat", "1e-9"), ["--heartbeat", "at most"]),
 ])
 def test_bad_options_one_line(monkeypatch, capsys, tmp_path, args, words):
     line = one_line(monkeypatch, capsys, *(a.format(tmp=tmp_path) for a in args))
@@ -70,14 +70,14 @@ def test_generate_into_directory(monkeypatch, capsys, tmp_path, family):
 def test_replay_trace_directory(monkeypatch, capsys, tmp_path):
     (tmp_path / "outdir").mkdir()
     monkeypatch.chdir(tmp_path)
-    line = one_line(monkeypatch, capsys, "replay", "--trace", "outdir")
+    line = one_line(monkeypatch, capsys, "simulate", "replay", "--trace", "outdir")
     assert "outdir: is a directory, expected a trace file" in line
 
 
 def test_mooncake_line_not_an_object(monkeypatch, capsys, tmp_path):
     monkeypatch.chdir(tmp_path)
     Path("mc.jsonl").write_text("[1,2]\n")
-    line = one_line(monkeypatch, capsys, "replay", "--trace", "mc.jsonl", "--format", "mooncake")
+    line = one_line(monkeypatch, capsys, "simulate", "replay", "--trace", "mc.jsonl", "--trace-format", "mooncake")
     assert "mc.jsonl: line 1: expected a JSON object" in line
 
 
@@ -95,7 +95,7 @@ def test_unsorted_traces_are_sorted(monkeypatch, capsys, tmp_path):
                   '{"timestamp": 1000, "input_length": 200, "output_length": 60}\n')
     inputs, _, arrivals = read_trace_lengths(mc, "mooncake")
     assert list(inputs) == [200, 100] and list(arrivals) == [0.0, 4.0]
-    code, out, err = run_cli(monkeypatch, capsys, "replay", "--trace", str(csv), "--duration", "20", "--json")
+    code, out, err = run_cli(monkeypatch, capsys, "simulate", "replay", "--trace", str(csv), "--duration", "20", "--json")
     assert code == 0, err
     assert json.loads(out)["slo_attainment"] >= 0
 

@@ -20,6 +20,7 @@ from planner.placement.bounds import lower_bound
 from planner.placement.heuristics import HEURISTICS
 from planner.placement.problem import OngoingState
 from planner.placement.solution import PlacementSolution
+from planner.core.contract import RunOptions
 from planner.placement.solve import run_heuristic, solve_placement
 from planner.placement.validator import validate_placement
 from planner.solver import SolveStatus
@@ -143,8 +144,8 @@ def test_mip_equals_brute_force_and_sandwiches_heuristics(problem):
 def test_highs_and_gurobi_agree(problem, solvers):
     if "gurobi" not in solvers:
         pytest.skip("gurobi unavailable or not in --solvers")
-    a = solve_placement(problem, solver="highs")
-    b = solve_placement(problem, solver="gurobi")
+    a = solve_placement(problem, RunOptions(solver="highs"))
+    b = solve_placement(problem, RunOptions(solver="gurobi"))
     assert a.status == b.status
     assert a.objective == b.objective
 

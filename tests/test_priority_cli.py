@@ -50,7 +50,7 @@ def test_compare_table_has_every_method(monkeypatch, capsys):
     assert data["optimum"] == pytest.approx(3 / 1.8)
     fcfs = next(r for r in data["methods"] if r["method"] == "fcfs")
     # one batch of 3: G = 1/2.4 -> gap (1.6667 - 0.41667) / 1.6667 = 75 %
-    assert fcfs["gap_to_optimum"] == pytest.approx(0.75)
+    assert fcfs["gap"] == pytest.approx(0.75) and fcfs["gap_reference"] == "optimum"
 
 
 def test_generate_then_solve(monkeypatch, capsys, tmp_path):

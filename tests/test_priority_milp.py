@@ -13,15 +13,8 @@ from planner.priority.evaluate import FastTables, evaluate
 from planner.priority.exact import solve_exact
 from planner.priority.generator import generate_priority_problem
 from planner.priority.heuristics import fcfs
-from planner.priority.milp import (
-    build_parametric_model,
-    decode_plan,
-    shortest_total_s,
-    solve_milp,
-    start_lower_bounds_s,
-    total_latency_lower_bound_s,
-    warm_start_vector,
-)
+from planner.priority.formulation import build_parametric_model, decode_plan, start_lower_bounds_s
+from planner.priority.milp import shortest_total_s, solve_milp, total_latency_lower_bound_s, warm_start_vector
 from planner.priority.solve import run_exhaustive, to_schedule
 from planner.priority.validator import validate_schedule
 
@@ -98,28 +91,29 @@ def test_cli_exact_method_milp_and_bad_name(monkeypatch, capsys):
     from conftest import REPO, run_cli
 
     instance = str(REPO / "instances" / "priority" / "fig4_toy.yaml")
-    code, out, err = run_cli(monkeypatch, capsys, "solve", "priority", instance, "--exact-method", "milp", "--json")
+    code, out, err = run_cli(monkeypatch, capsys, "solve", "priority", instance, "--formulation", "milp", "--json")
     assert code == 0, err
     data = json.loads(out)
     assert data["status"] == "optimal" and "MILP" in data["solver"]
     assert data["objective"] == pytest.approx(3 / 1.8)  # Fig. 4 (C): 3 met in 1.8 s
     assert data["validation"]["feasible"]
-    code, out, err = run_cli(monkeypatch, capsys, "solve", "priority", instance, "--exact-method", "simplex")
-    assert code == 2 and "unknown --exact-method" in err and "Traceback" not in err
+    code, out, err = run_cli(monkeypatch, capsys, "solve", "priority", instance, "--formulation", "simplex")
+    assert code == 2 and "unknown --formulation" in err and "Traceback" not in err
 
 
 def test_cli_compare_takes_the_exact_method(monkeypatch, capsys):
     from conftest import REPO, run_cli
 
     instance = str(REPO / "instances" / "priority" / "fig4_toy.yaml")
-    code, out, err = run_cli(monkeypatch, capsys, "compare", "priority", instance, "--exact-method", "milp", "--json")
+    code, out, err = run_cli(monkeypatch, capsys, "compare", "priority", instance, "--formulation", "milp", "--json")
     assert code == 0, err
     data = json.loads(out)
     # the optimum is Fig. 4 (C): 3 jobs met in 1.8 s, proven by the MILP
-    assert "MILP" in data["exact"]["solver"] and data["optimum"] == pytest.approx(3 / 1.8)
-    assert all(row["G"] <= data["optimum"] + 1e-12 for row in data["methods"])
-    code, out, err = run_cli(monkeypatch, capsys, "compare", "priority", instance, "--exact-method", "simplex")
-    assert code == 2 and "unknown --exact-method" in err and "Traceback" not in err
+    exact = next(row for row in data["methods"] if row["kind"] == "exact")
+    assert "MILP" in exact["result"]["solver"] and data["optimum"] == pytest.approx(3 / 1.8)
+    assert all(row["objective"] <= data["optimum"] + 1e-12 for row in data["methods"])
+    code, out, err = run_cli(monkeypatch, capsys, "compare", "priority", instance, "--formulation", "simplex")
+    assert code == 2 and "unknown --formulation" in err and "Traceback" not in err
 
 
 def test_auto_runs_the_branch_and_bound_and_hybrid_runs_the_milp():

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 from test_queueing_handworked import make_problem
 
+from planner.core.contract import RunOptions
 from planner.queueing.capacity import capacity_lower_bound, witness_fleet
 from planner.queueing.generator import random_problem
-from planner.queueing.solve import scale_up, solve_milp, solve_queueing
+from planner.queueing.solve import QueueingKnobs, scale_up, solve_milp, solve_queueing
 from planner.queueing.validator import validate_assignment
 from planner.solver import SolveStatus
 
@@ -55,7 +58,7 @@ def test_blocks_path_reports_proven_infeasibility_from_the_capacity_bound():
     # Same case through the model-block MILP, whose own infeasibility proves nothing: the capacity
     # bound (n = 0 infeasible) makes the "SLOs cannot all be met" claim a proven one.
     p = make_problem(["A"] * 4, [10] * 4, [10] * 4, swap=5.0, loaded="A", extra=3)
-    res = solve_queueing(p, formulation="blocks")
+    res = solve_queueing(p, RunOptions(), QueueingKnobs(formulation="blocks"))
     assert res.status == SolveStatus.INFEASIBLE
     assert "capacity bound" in res.message and "+2 t (proven minimal)" in res.message
 
@@ -134,7 +137,7 @@ def test_time_limit_is_one_budget_for_the_soft_milp_and_the_scale_up(monkeypatch
     # the soft MILP and the scale-up (capacity bound, witness, MILP) all run.  Every limit handed on is
     # what is left of the caller's 4 s (less as time passes), never a fresh 4 s per MILP: the soft MILP
     # gets SOFT_SHARE of what is left, the capacity bound at most half of the scale-up's part.
-    import planner.queueing.solve as solve_module
+    solve_module = importlib.import_module("planner.queueing.solve")  # the package exports the function `solve`
     from planner.queueing import capacity
 
     limits: list[tuple[str, float | None]] = []
@@ -151,7 +154,7 @@ def test_time_limit_is_one_budget_for_the_soft_milp_and_the_scale_up(monkeypatch
     monkeypatch.setattr(solve_module, "solve_milp", record_milp)
     monkeypatch.setattr(solve_module, "capacity_lower_bound", record_bound)
     p = make_problem(["A"] * 4, [10] * 4, [10] * 4, swap=5.0, loaded="A", extra=3)
-    res = solve_queueing(p, formulation="slots", time_limit=4.0)
+    res = solve_queueing(p, RunOptions(time_limit=4.0), QueueingKnobs(formulation="slots"))
     assert res.stats["scale_up"]["extra_instances"] == {"t": 2}  # the answer does not change
     purposes = [purpose for purpose, _ in limits]
     assert purposes[:2] == ["penalty", "total_lateness"] and "capacity" in purposes
@@ -169,7 +172,7 @@ def test_witness_budget_does_not_depend_on_how_long_the_milps_took(monkeypatch):
     # hard and soft MILPs left over — else a slower MILP changes the witness and the reported fleet.
     import time
 
-    import planner.queueing.solve as solve_module
+    solve_module = importlib.import_module("planner.queueing.solve")  # the package exports the function `solve`
 
     seen: list[float | None] = []
     real_scale_up, real_milp = solve_module.scale_up, solve_module.solve_milp
@@ -180,14 +183,14 @@ def test_witness_budget_does_not_depend_on_how_long_the_milps_took(monkeypatch):
 
     p = make_problem(["A"] * 4, [10] * 4, [10] * 4, swap=5.0, loaded="A", extra=3)
     monkeypatch.setattr(solve_module, "scale_up", record)
-    fast = solve_queueing(p, formulation="slots", time_limit=4.0)
+    fast = solve_queueing(p, RunOptions(time_limit=4.0), QueueingKnobs(formulation="slots"))
 
     def slow_milp(*args, **kwargs):  # the MILPs now eat 0.5 s more wall time each
         time.sleep(0.5)
         return real_milp(*args, **kwargs)
 
     monkeypatch.setattr(solve_module, "solve_milp", slow_milp)
-    slow = solve_queueing(p, formulation="slots", time_limit=4.0)
+    slow = solve_queueing(p, RunOptions(time_limit=4.0), QueueingKnobs(formulation="slots"))
     expected = solve_module.WITNESS_SHARE * (1.0 - solve_module.SOFT_SHARE) * 4.0
     assert seen == [pytest.approx(expected), pytest.approx(expected)]
     assert fast.stats["scale_up"]["extra_instances"] == slow.stats["scale_up"]["extra_instances"] == {"t": 2}

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from scipy.optimize import linear_sum_assignment
 
+from planner.core.contract import RunOptions
 from planner.queueing.bounds import swap_assignment_bound
 from planner.queueing.certified import OPTIMALITY_GAP, kept_cells
 from planner.queueing.generator import random_problem
@@ -13,7 +14,7 @@ from planner.queueing.heuristics import HEURISTICS
 from planner.queueing.local_search import improve_plan
 from planner.queueing.problem import InstanceType, QueueAssignment, QueueingProblem, RequestGroup, VirtualQueue
 from planner.queueing.reduced_slots import build_reduced_slots
-from planner.queueing.solve import solve_queueing
+from planner.queueing.solve import QueueingKnobs, solve_queueing
 from planner.queueing.validator import validate_assignment
 from planner.solver import SolveOptions, SolveStatus, solve
 from tests.test_queueing_properties import brute_force, random_tiny
@@ -35,7 +36,7 @@ def busy_tiny(seed: int, groups: int = 5) -> QueueingProblem:
 
 
 def slots_optimum(problem: QueueingProblem) -> float | None:
-    res = solve_queueing(problem, formulation="slots", recommend_scale_up=False)
+    res = solve_queueing(problem, RunOptions(), QueueingKnobs(formulation="slots", recommend_scale_up=False))
     return res.objective if res.status == SolveStatus.OPTIMAL else None
 
 
@@ -115,7 +116,7 @@ def test_reduced_cost_fixing_keeps_the_optimum(seed):
 
 def test_reduced_cost_fixing_removes_cells_with_a_tight_incumbent():
     p = random_problem(30, 4, seed=1)
-    res = solve_queueing(p, threads=1)
+    res = solve_queueing(p, RunOptions(threads=1))
     assert res.status == SolveStatus.OPTIMAL
     cells = kept_cells(p, swap_assignment_bound(p), res.objective)
     assert len(cells) < 4 * 30 * 30
@@ -178,7 +179,7 @@ def test_incremental_move_costs_equal_full_recomputation(seed):
 def test_certified_pipeline_equals_brute_force(seed):
     p = busy_tiny(20 + seed) if seed % 2 else random_tiny(600 + seed, objective="penalty")
     expected = brute_force(p)
-    res = solve_queueing(p, recommend_scale_up=False)
+    res = solve_queueing(p, RunOptions(), QueueingKnobs(recommend_scale_up=False))
     if expected == float("inf"):
         assert res.status == SolveStatus.INFEASIBLE
         return
@@ -190,7 +191,7 @@ def test_certified_pipeline_equals_brute_force(seed):
 
 def test_certified_pipeline_on_a_generated_instance_reports_an_honest_bound():
     p = random_problem(80, 4, seed=2)
-    res = solve_queueing(p, time_limit=5.0, threads=1)
+    res = solve_queueing(p, RunOptions(time_limit=5.0, threads=1))
     assert res.stats["formulation"] == "certified"
     assert res.validation.feasible and res.objective == pytest.approx(res.validation.objective)
     assert res.bound <= res.objective + 1e-9
@@ -209,8 +210,8 @@ def test_certified_pipeline_on_a_generated_instance_reports_an_honest_bound():
 
 def test_certified_pipeline_is_deterministic():
     p = random_problem(40, 3, seed=5)
-    a = solve_queueing(p, threads=1)
-    b = solve_queueing(p, threads=1)
+    a = solve_queueing(p, RunOptions(threads=1))
+    b = solve_queueing(p, RunOptions(threads=1))
     assert a.solution.queues == b.solution.queues
     assert a.objective == b.objective and a.bound == b.bound
 
@@ -291,6 +292,6 @@ def test_queues_with_different_busy_times_are_not_treated_as_interchangeable():
                         np.array([[1.0, 2.0, 1.5, 0.5]]), np.zeros((1, 4)))
     expected = brute_force(p)
     for formulation in ("slots", "certified"):
-        res = solve_queueing(p, formulation=formulation, recommend_scale_up=False)
+        res = solve_queueing(p, RunOptions(), QueueingKnobs(formulation=formulation, recommend_scale_up=False))
         assert res.status == SolveStatus.OPTIMAL
         assert res.objective == pytest.approx(expected, abs=1e-6), formulation

@@ -47,8 +47,8 @@ def test_compare_scores_every_plan_on_the_soft_objective_when_slos_cannot_be_met
     assert data["soft_objective_name"] == "total_lateness"
     methods = {m["method"]: m for m in data["methods"]}
     assert methods["milp"]["objective"] is None
-    assert methods["milp"]["validation"]["objective_name"] == "total_lateness"
-    assert methods["milp"]["soft"]["value"] == pytest.approx(methods["milp"]["validation"]["objective"])
+    assert methods["milp"]["result"]["validation"]["objective_name"] == "total_lateness"
+    assert methods["milp"]["soft"]["value"] == pytest.approx(methods["milp"]["result"]["validation"]["objective"])
     for name in ("fcfs", "edf", "greedy"):
         assert methods[name]["soft"]["objective"] == "total_lateness"
         assert methods[name]["soft"]["value"] >= methods["milp"]["soft"]["value"] - 1e-6

@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from planner.core.contract import RunOptions
 from planner.queueing.formulation import build_model
 from planner.queueing.heuristics import edf
 from planner.queueing.problem import InstanceType, QueueAssignment, QueueingProblem, RequestGroup, VirtualQueue
-from planner.queueing.solve import run_heuristic, scale_up, solve_queueing
+from planner.queueing.solve import QueueingKnobs, run_heuristic, scale_up, solve_queueing
 from planner.queueing.validator import validate_assignment
 from planner.solver import SolveStatus, solve
 
@@ -33,7 +34,7 @@ def test_edf_thrashes_and_the_milp_groups_by_model():
     base = run_heuristic(p, "edf")
     assert base.objective == pytest.approx(-300.0)
     assert base.validation.details["swaps"] == 4
-    res = solve_queueing(p, formulation="slots")
+    res = solve_queueing(p, RunOptions(), QueueingKnobs(formulation="slots"))
     assert res.status == SolveStatus.OPTIMAL
     assert res.objective == pytest.approx(-340.0)
     assert res.validation.objective == pytest.approx(res.objective)
@@ -59,7 +60,7 @@ def test_multi_queue_instances_are_feasible():
     # 3 empty queues (swap 10 s), groups A B A B of 1 s, loose SLOs 100: three groups start at 10 on their own
     # queue and the fourth follows a group of its model at 11 → Σ start = 41; penalty = 41 − 400 = −359.
     p = make_problem(["A", "B", "A", "B"], [100] * 4, [1] * 4, queues=3)
-    res = solve_queueing(p, formulation="slots")
+    res = solve_queueing(p, RunOptions(), QueueingKnobs(formulation="slots"))
     assert res.status == SolveStatus.OPTIMAL
     assert res.objective == pytest.approx(41.0 - 400.0)
     assert res.validation.feasible
@@ -73,7 +74,7 @@ def test_infeasible_case_gives_the_exact_scale_up_and_soft_version():
     # So the existing queue takes 2 and two new instances take 1 each: +2 instances exactly.
     # Soft version (total lateness): 0 + 0 + 10 + 20 = 30, whatever the order.
     p = make_problem(["A"] * 4, [10] * 4, [10] * 4, swap=5.0, loaded="A", extra=3)
-    res = solve_queueing(p, formulation="slots")
+    res = solve_queueing(p, RunOptions(), QueueingKnobs(formulation="slots"))
     assert res.status == SolveStatus.INFEASIBLE
     assert res.stats["scale_up"]["extra_instances"] == {"t": 2}
     assert res.stats["scale_up"]["status"] == "optimal"
@@ -86,8 +87,8 @@ def test_infeasible_case_gives_the_exact_scale_up_and_soft_version():
 def test_soft_objectives_on_the_infeasible_case():
     # Same case: max lateness = 30 − 10 = 20; late groups = 2.
     p = make_problem(["A"] * 4, [10] * 4, [10] * 4, swap=5.0, loaded="A")
-    assert solve_queueing(p.with_objective("max_lateness"), formulation="slots").objective == pytest.approx(20.0)
-    assert solve_queueing(p.with_objective("late_groups"), formulation="slots").objective == pytest.approx(2.0)
+    assert solve_queueing(p.with_objective("max_lateness"), RunOptions(), QueueingKnobs(formulation="slots")).objective == pytest.approx(20.0)
+    assert solve_queueing(p.with_objective("late_groups"), RunOptions(), QueueingKnobs(formulation="slots")).objective == pytest.approx(2.0)
 
 
 def test_completion_deadline_counts_own_work_and_tail():
@@ -96,9 +97,9 @@ def test_completion_deadline_counts_own_work_and_tail():
     # Hard: infeasible on one queue.  Soft total lateness = 2 (either order).
     p = make_problem(["A", "A"], [5, 5], [4, 2], loaded="A", tail=[1, 1], deadline="completion",
                      objective="total_lateness")
-    res = solve_queueing(p, formulation="slots")
+    res = solve_queueing(p, RunOptions(), QueueingKnobs(formulation="slots"))
     assert res.objective == pytest.approx(2.0)
-    hard = solve_queueing(p.with_objective("penalty"), formulation="slots", recommend_scale_up=False)
+    hard = solve_queueing(p.with_objective("penalty"), RunOptions(), QueueingKnobs(formulation="slots", recommend_scale_up=False))
     assert hard.status == SolveStatus.INFEASIBLE
 
 
@@ -116,7 +117,7 @@ def test_validator_rejects_bad_plans():
 
 def test_blocks_formulation_matches_on_the_thrash_case():
     p = make_problem(["A", "B", "A", "B"], [100, 101, 102, 103], [1, 1, 1, 1])
-    res = solve_queueing(p, formulation="blocks")
+    res = solve_queueing(p, RunOptions(), QueueingKnobs(formulation="blocks"))
     assert res.objective == pytest.approx(-340.0)
     assert res.validation.objective == pytest.approx(res.objective)
 
@@ -128,7 +129,7 @@ def test_busy_queue_delays_every_group(formulation):
     groups = (RequestGroup("a", "A", "c", 100.0, 1, 1, 1, 0, 1), RequestGroup("b", "A", "c", 100.0, 1, 1, 1, 0, 1))
     p = QueueingProblem("busy", groups, (InstanceType("t", "x", 1, 10.0, 1),), (VirtualQueue("q", 0, "A", busy_s=5.0),),
                         np.array([[2.0, 1.0]]), np.zeros((1, 2)))
-    res = solve_queueing(p, formulation=formulation)
+    res = solve_queueing(p, RunOptions(), QueueingKnobs(formulation=formulation))
     assert res.objective == pytest.approx(-189.0)
     assert res.validation.details["start_s"] == {"a": 6.0, "b": 5.0}
 
@@ -137,8 +138,8 @@ def test_blocks_infeasibility_is_not_reported_as_proven():
     # The model-block MILP is a restriction of the slots MILP: when it finds no plan meeting every SLO,
     # the problem is not proven infeasible.  Same infeasible case as above (one queue, SLO 10, work 10 each).
     p = make_problem(["A"] * 4, [10] * 4, [10] * 4, swap=5.0, loaded="A")
-    exact = solve_queueing(p, formulation="slots", recommend_scale_up=False)
-    restricted = solve_queueing(p, formulation="blocks", recommend_scale_up=False)
+    exact = solve_queueing(p, RunOptions(), QueueingKnobs(formulation="slots", recommend_scale_up=False))
+    restricted = solve_queueing(p, RunOptions(), QueueingKnobs(formulation="blocks", recommend_scale_up=False))
     assert exact.status == SolveStatus.INFEASIBLE
     assert restricted.status == SolveStatus.NO_SOLUTION
     assert "might" in restricted.message
@@ -151,9 +152,9 @@ def test_blocks_restriction_infeasible_but_a_baseline_meets_every_slo():
     # and B1 A1 A2 starts A1 at 3 > 1.  EDF (by SLO) finds A1 B1 A2, so that plan is the answer, not an
     # "infeasible" with a soft plan.
     p = make_problem(["A", "B", "A"], [1, 2.5, 10], [1, 1, 5], swap=1.0, loaded="A", extra=1)
-    exact = solve_queueing(p, formulation="slots")
+    exact = solve_queueing(p, RunOptions(), QueueingKnobs(formulation="slots"))
     assert exact.status == SolveStatus.OPTIMAL and exact.objective == pytest.approx(-7.5)
-    restricted = solve_queueing(p, formulation="blocks")
+    restricted = solve_queueing(p, RunOptions(), QueueingKnobs(formulation="blocks"))
     assert restricted.status == SolveStatus.FEASIBLE
     assert restricted.solution.queues == ((0, 1, 2),)
     assert restricted.objective == pytest.approx(-7.5) == restricted.validation.objective
@@ -169,10 +170,10 @@ def test_blocks_restriction_infeasible_the_witness_plan_is_returned():
     # the answer (feasible, not proven optimal), not a "scale-up: none needed" next to a soft plan.
     p = make_problem(["B", "A", "B", "A", "A"], [20, 4, 13, 18, 22], [4, 2, 4, 5, 5], swap=2.0, loaded="A", extra=1)
     assert not any(run_heuristic(p, name).validation.feasible for name in ("edf", "fcfs", "greedy"))
-    res = solve_queueing(p, formulation="blocks")
+    res = solve_queueing(p, RunOptions(), QueueingKnobs(formulation="blocks"))
     assert res.status == SolveStatus.FEASIBLE
     assert res.validation.feasible and res.objective == pytest.approx(res.validation.objective)
     assert res.objective == pytest.approx(-34.0)
     assert "witness" in res.message
-    exact = solve_queueing(p, formulation="slots")
+    exact = solve_queueing(p, RunOptions(), QueueingKnobs(formulation="slots"))
     assert exact.status == SolveStatus.OPTIMAL and exact.objective <= res.objective + 1e-9

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from planner.core.contract import RunOptions
 from planner.queueing.bounds import swap_assignment_bound
 from planner.queueing.generator import random_problem
 from planner.queueing.heuristics import HEURISTICS
@@ -101,7 +102,7 @@ def test_certified_pipeline_uses_the_lagrangian_when_it_is_tighter():
     from planner.queueing.solve import solve_queueing
 
     problem = random_problem(30, 2, seed=1)  # two queues, tight SLOs: the assignment bound leaves a gap
-    result = solve_queueing(problem, time_limit=2.0, threads=1)
+    result = solve_queueing(problem, RunOptions(time_limit=2.0, threads=1))
     stats = result.stats
     assert stats["formulation"] == "certified"
     assert result.validation.feasible and result.objective == pytest.approx(result.validation.objective)

@@ -7,6 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
+from planner.core.contract import RunOptions
 from planner.queueing.bounds import relaxation_data, swap_assignment_bound
 from planner.queueing.certified import kept_cells, relaxation_plan, repair_relaxation_plan
 from planner.queueing.generator import random_problem
@@ -120,8 +121,8 @@ def test_pipeline_with_the_relaxation_plan_is_deterministic_and_validated():
     from planner.queueing.solve import solve_queueing
 
     problem = random_problem(50, 4, seed=0)  # the repaired assignment-relaxation plan closes the gap here
-    first = solve_queueing(problem, threads=1)
-    second = solve_queueing(problem, threads=1)
+    first = solve_queueing(problem, RunOptions(threads=1))
+    second = solve_queueing(problem, RunOptions(threads=1))
     assert "relaxation" in first.stats["plan_from"]
     assert first.solution.queues == second.solution.queues
     assert first.objective == second.objective and first.bound == second.bound

@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from planner.core.contract import RunOptions
 from planner.queueing.evaluator import EstimatorEvaluator, SimulatorEvaluator
 from planner.queueing.heuristics import edf
 from planner.queueing.problem import InstanceType, QueueingProblem, RequestGroup, VirtualQueue
-from planner.queueing.solve import solve_queueing
+from planner.queueing.solve import QueueingKnobs, solve_queueing
 from planner.queueing.trigger import replay_trace
 
 
@@ -43,7 +44,7 @@ def test_simulator_evaluator_plugs_into_the_interface():
     groups = tuple(RequestGroup(f"g{i}", m, "c", 1000.0, 4, 64, 32, 0, 32) for i, m in enumerate("ABAB"))
     p = QueueingProblem("sim", groups, (InstanceType("t", "x", 1, 5.0, 1),), (VirtualQueue("q", 0, None),),
                         np.ones((1, 4)), np.zeros((1, 4)))
-    grouped = solve_queueing(p, formulation="slots").solution
+    grouped = solve_queueing(p, RunOptions(), QueueingKnobs(formulation="slots")).solution
     thrash = edf(p)
     sim = SimulatorEvaluator()
     by_model, alternating = sim.evaluate(p, grouped), sim.evaluate(p, thrash)

@@ -7,9 +7,10 @@ import itertools
 import numpy as np
 import pytest
 
+from planner.core.contract import RunOptions
 from planner.queueing.heuristics import HEURISTICS
 from planner.queueing.problem import InstanceType, QueueAssignment, QueueingProblem, RequestGroup, VirtualQueue
-from planner.queueing.solve import solve_queueing
+from planner.queueing.solve import QueueingKnobs, solve_queueing
 from planner.queueing.validator import validate_assignment
 from planner.solver import SolveStatus
 
@@ -47,7 +48,7 @@ def brute_force(problem: QueueingProblem) -> float:
 def test_brute_force_equals_milp(seed, objective):
     p = random_tiny(seed, objective=objective)
     expected = brute_force(p)
-    res = solve_queueing(p, formulation="slots", recommend_scale_up=False)
+    res = solve_queueing(p, RunOptions(), QueueingKnobs(formulation="slots", recommend_scale_up=False))
     if expected == float("inf"):
         assert res.status == SolveStatus.INFEASIBLE
         return
@@ -60,7 +61,7 @@ def test_brute_force_equals_milp(seed, objective):
 def test_milp_never_worse_than_a_baseline(seed):
     objective = ["total_lateness", "max_lateness", "late_groups"][seed % 3]
     p = random_tiny(100 + seed, groups=5, queues=2, objective=objective)
-    res = solve_queueing(p, formulation="slots")
+    res = solve_queueing(p, RunOptions(), QueueingKnobs(formulation="slots"))
     assert res.status == SolveStatus.OPTIMAL
     for name, fn in HEURISTICS.items():
         rep = validate_assignment(p, fn(p))
@@ -70,16 +71,16 @@ def test_milp_never_worse_than_a_baseline(seed):
 def test_blocks_is_a_valid_upper_bound_of_slots():
     for seed in range(2):
         p = random_tiny(200 + seed, groups=5, queues=2, objective="total_lateness")
-        exact = solve_queueing(p, formulation="slots")
-        blocks = solve_queueing(p, formulation="blocks")
+        exact = solve_queueing(p, RunOptions(), QueueingKnobs(formulation="slots"))
+        blocks = solve_queueing(p, RunOptions(), QueueingKnobs(formulation="blocks"))
         assert blocks.validation.feasible
         assert blocks.objective >= exact.objective - 1e-6
 
 
 def test_deterministic():
     p = random_tiny(7, groups=5, queues=2)
-    a = solve_queueing(p, formulation="slots", seed=0)
-    b = solve_queueing(p, formulation="slots", seed=0)
+    a = solve_queueing(p, RunOptions(seed=0), QueueingKnobs(formulation="slots"))
+    b = solve_queueing(p, RunOptions(seed=0), QueueingKnobs(formulation="slots"))
     assert a.solution.queues == b.solution.queues and a.objective == b.objective
 
 

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import yaml
 
+from planner.core.contract import RunOptions
 from planner.core.work import WorkClock
 from planner.queueing import effort
 from planner.queueing.capacity import BOUND_BUILD_FLOOR_SECONDS, bound_model_seconds, capacity_lower_bound, fleets_by_cost, witness_fleet
@@ -23,7 +24,7 @@ from planner.queueing.heuristics import HEURISTICS
 from planner.queueing.instance import MAX_CELLS, MAX_GROUPS, MAX_INSTANCES, load_queueing_instance
 from planner.queueing.local_search import improve_plan
 from planner.queueing.problem import InstanceType, QueueingProblem
-from planner.queueing.solve import hopeless_groups, milp_out_of_time, solve_queueing
+from planner.queueing.solve import QueueingKnobs, hopeless_groups, milp_out_of_time, solve_queueing
 from planner.queueing.validator import validate_assignment
 from planner.solver import SolveStatus
 from tests.test_queueing_cli import INSTANCE, _instance, run
@@ -182,12 +183,12 @@ def test_a_milp_that_cannot_be_built_in_time_is_skipped_and_the_best_plan_report
     p = random_problem(300, 100, seed=1)
     assert "was not built" in milp_out_of_time(p, "blocks", 5.0) and not milp_out_of_time(p, "blocks", None)
     assert not milp_out_of_time(random_problem(60, 4, seed=1), "blocks", 5.0)
-    forced = solve_queueing(p, formulation="blocks", time_limit=5.0)
+    forced = solve_queueing(p, RunOptions(time_limit=5.0), QueueingKnobs(formulation="blocks"))
     assert forced.status == SolveStatus.FEASIBLE and validate_assignment(p, forced.solution).feasible
     assert "was not built" in forced.message and "the best baseline plan" in forced.message
     # When the certified pipeline has a plan but no bound, its local-search plan is the one reported.
     monkeypatch.setattr("planner.queueing.certified.swap_assignment_bound", lambda *args, **kwargs: None)
-    result = solve_queueing(p, time_limit=5.0)
+    result = solve_queueing(p, RunOptions(time_limit=5.0))
     assert result.status == SolveStatus.FEASIBLE and validate_assignment(p, result.solution).feasible
     assert "was not built" in result.message and "the local-search from" in result.message
     assert result.objective <= forced.objective + 1e-9
@@ -271,7 +272,7 @@ def test_a_group_only_a_new_faster_swapping_instance_can_serve_in_time(tmp_path)
     problem = load_queueing_instance(_instance(tmp_path, mutate))
     hopeless = hopeless_groups(problem)
     assert [(problem.groups[h.index].name, h.best_head_s, h.new_instance_helps) for h in hopeless] == [("g0", 12.0, True)]
-    result = solve_queueing(problem, time_limit=5)
+    result = solve_queueing(problem, RunOptions(time_limit=5))
     assert result.status == SolveStatus.INFEASIBLE
     assert "group 'g0' (SLO class interactive, 10 s of SLO slack left) cannot meet its SLO even first" in result.message
     assert "adding instances cannot help" not in result.message

@@ -99,7 +99,7 @@ def test_bad_executor_arguments_are_one_line_and_create_no_database(tmp_path):
     with pytest.raises(PlannerError, match="--address applies to --executor ray only"):
         run_sweep(_points([1]), square_or_fail, db_path=db, fingerprint="f", executor="local", address="h:1",
                   progress=False)
-    with pytest.raises(PlannerError, match="--workers must be at least 1"):
+    with pytest.raises(PlannerError, match="--parallel must be at least 1"):
         run_sweep(_points([1]), square_or_fail, db_path=db, fingerprint="f", executor="local", workers=0,
                   progress=False)
     assert not db.exists()
@@ -178,7 +178,7 @@ def test_sigkill_then_rerun_equals_an_uninterrupted_run_and_solves_no_point_twic
     scenario.write_text(KILL_SCENARIO)
     killed_dir = tmp_path / "killed"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    cmd = [sys.executable, "-m", "planner.cli.main", "capacity", str(scenario), "--out", str(killed_dir),
+    cmd = [sys.executable, "-m", "planner.cli.main", "capacity", str(scenario), "--report", str(killed_dir),
            "--executor", "serial", "--no-progress"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     db = killed_dir / "results.sqlite"
@@ -305,8 +305,8 @@ def _start_capacity(tmp_path: Path, executor: str) -> tuple[subprocess.Popen, Pa
     scenario = tmp_path / "busy.yaml"
     scenario.write_text(BUSY_SCENARIO)
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "planner.cli.main", "capacity", str(scenario), "--out", str(out), "--executor",
-           executor, "--workers", "2", "--no-progress"]
+    cmd = [sys.executable, "-m", "planner.cli.main", "capacity", str(scenario), "--report", str(out), "--executor",
+           executor, "--parallel", "2", "--no-progress"]
     proc = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))

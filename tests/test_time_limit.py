@@ -6,6 +6,7 @@ queueing, placement).  Small instances and generous hang guards: no speed is ass
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import math
 import subprocess
@@ -14,6 +15,8 @@ import sys
 import numpy as np
 import pytest
 
+from planner.core.contract import RunOptions
+from planner.queueing.solve import QueueingKnobs
 from planner.core.work import WorkClock
 from planner.deployment import cost_solve, routing_solve
 from planner.deployment.cost_solve import (
@@ -176,7 +179,7 @@ def test_queueing_result_carries_a_bound_when_the_assignment_bounds_are_too_larg
     problem = random_problem(40, 3, seed=1)
     monkeypatch.setattr(bounds, "MAX_CELLS", 10)  # both assignment bounds refuse
     monkeypatch.setattr(certified, "swap_assignment_bound", lambda *args, **kwargs: None)
-    result = solve_queueing(problem, time_limit=2.0, recommend_scale_up=False)
+    result = solve_queueing(problem, RunOptions(time_limit=2.0), QueueingKnobs(recommend_scale_up=False))
     assert result.objective is not None and result.bound is not None
     assert result.bound <= result.objective
     # the pooled bound, or the fallback MILP's dual bound when that one is higher
@@ -186,11 +189,11 @@ def test_queueing_result_carries_a_bound_when_the_assignment_bounds_are_too_larg
 
 
 def test_queueing_milp_objective_disagreeing_with_the_validator_is_not_optimal(monkeypatch):
-    from planner.queueing import solve as queueing_solve
+    queueing_solve = importlib.import_module("planner.queueing.solve")  # the package exports the function `solve`
     from tests.test_queueing_properties import random_tiny
 
     problem = random_tiny(3).with_objective("total_lateness")
-    honest = queueing_solve.solve_queueing(problem, formulation="slots", recommend_scale_up=False)
+    honest = queueing_solve.solve_queueing(problem, RunOptions(), QueueingKnobs(formulation="slots", recommend_scale_up=False))
     assert honest.status == SolveStatus.OPTIMAL
     real = queueing_solve.validate_assignment
 
@@ -200,7 +203,7 @@ def test_queueing_milp_objective_disagreeing_with_the_validator_is_not_optimal(m
 
     monkeypatch.setattr(queueing_solve, "validate_assignment", fake)
     monkeypatch.setattr(queueing_solve, "fallback_lower_bound", lambda p: None)
-    result = queueing_solve.solve_queueing(problem, formulation="slots", recommend_scale_up=False)
+    result = queueing_solve.solve_queueing(problem, RunOptions(), QueueingKnobs(formulation="slots", recommend_scale_up=False))
     assert result.solution.method.startswith("milp")  # the MILP's plan is the one reported
     assert result.status != SolveStatus.OPTIMAL
     assert f"MILP objective {honest.objective:.9g} differs from the validator's {honest.objective + 1:.9g}" \
@@ -245,18 +248,18 @@ def test_priority_milp_objective_disagreeing_with_the_validator_is_not_proven(mo
 
 def test_placement_mip_objective_disagreeing_with_the_validator_is_not_optimal(monkeypatch):
     from conftest import toy_problem
-    from planner.placement import solve as placement_solve
+    placement_solve = importlib.import_module("planner.placement.solve")  # the package exports the function `solve`
 
     problem = toy_problem([(500, 5)] * 3, ttft=1.0, mode="colocated", gpu_memory_gb=10.0)
     honest = placement_solve.solve_placement(problem)
     assert honest.status == SolveStatus.OPTIMAL and honest.objective == 3
-    real = placement_solve.solve
+    real = placement_solve.solve_model
 
     def off_by_one(model, solver, options):  # the solver reports one worker more than its point uses
         outcome = real(model, solver, options)
         return dataclasses.replace(outcome, objective=outcome.objective + 1)
 
-    monkeypatch.setattr(placement_solve, "solve", off_by_one)
+    monkeypatch.setattr(placement_solve, "solve_model", off_by_one)
     result = placement_solve.solve_placement(problem)
     assert result.objective == 3 and result.status != SolveStatus.OPTIMAL
     assert "MIP objective 4 differs from the validator's 3" in result.message
@@ -273,7 +276,7 @@ def _cli(*args: str) -> dict:
 
 @pytest.mark.parametrize("command", [
     ("solve", "routing", "instances/routing/llama3-8b-8inst-500.yaml"),
-    ("plan", "cost", "instances/deployment/synthetic-6x4x10.yaml"),
+    ("solve", "deployment", "instances/deployment/synthetic-6x4x10.yaml"),
 ])
 def test_cli_repeats_at_a_short_limit_or_says_why_not(command):
     runs = [_cli(*command, "--time-limit", "1") for _ in range(2)]
@@ -287,9 +290,13 @@ def test_cli_repeats_at_a_short_limit_or_says_why_not(command):
 
 
 def test_routers_and_compare_share_one_budget():
-    """`compare routing` charges its routers to the same clock: the exact part still has a bound."""
-    from planner.deployment.routing_solve import compare_routing
+    """`compare routing` (`planner.compare`) under a short time limit: every router runs, the exact part
+    still has a valid bound, and no router beats it."""
+    from planner.compare import compare
+    from planner.harness import RunOptions
 
-    routers, exact = compare_routing(_routing(120, seed=1), time_limit=0.3)
-    assert len(routers) == 5 and exact.bound is not None and exact.bound <= exact.objective
-    assert all(r.objective >= exact.bound * (1 - 1e-12) for r in routers)
+    comparison = compare(_routing(120, seed=1), "routing", options=RunOptions(time_limit=0.3))
+    routers = [row for row in comparison.rows if row.kind == "heuristic"]
+    exact = comparison.exact
+    assert len(routers) == 5 and exact is not None and exact.bound is not None and exact.bound <= exact.objective
+    assert all(r.valid and r.objective >= exact.bound * (1 - 1e-12) for r in routers)

@@ -1,6 +1,6 @@
 """Aladdin Table 3 (best GPUs per worker on A100: 70B → 2, 13B → 1, 7B → 1) and its sensitivity to memory.
 
-Eq. 6 as `planner worker-config` evaluates it (`planner.placement.worker_config`): per-GPU decode
+Eq. 6 as `planner plan worker-config` evaluates it (`planner.placement.worker_config`): per-GPU decode
 throughput at the batch that fills the KV cache or meets the ATGT SLO, whichever is smaller.
 
 Paper setting (§4.1, §6.1): KV capacity = "the sum of the GPUs' memory on each worker minus the model
@@ -12,7 +12,7 @@ DERIVED from the 7B files by `models/derive_llama2_13b.py`).
 
 Sensitivity (second table): u swept, under three readings of the memory each worker has:
 
-* ``80e9``: the catalog's 80 GB read as 80·10⁹ bytes (what `worker-config` uses);
+* ``80e9``: the catalog's 80 GB read as 80·10⁹ bytes (what `plan worker-config` uses);
 * ``80GiB``: the device's 80 GiB = 85.9·10⁹ bytes (nvidia-smi reports 81,920 MiB; vLLM's
   gpu_memory_utilization multiplies the total CUDA reports, close to this);
 * ``80GiB-2GB``: as ``80GiB`` with 2 GB per GPU reserved inside the budget for activations and
@@ -102,7 +102,7 @@ def main() -> None:
         parser.error("--degrees must be positive")
     out = output_path(parser, args, "papers_aladdin_table3")
     dist = find_distribution(args.workload)
-    lines = ["# Aladdin Table 3: best GPUs per worker on A100 (Eq. 6, `planner worker-config`)", "",
+    lines = ["# Aladdin Table 3: best GPUs per worker on A100 (Eq. 6, `planner plan worker-config`)", "",
              f"Command: `python benchmarks/papers/aladdin_table3.py{command_args()}`.  Workload "
              f"'{dist.name}': mean input {dist.mean_input:.0f}, mean output {dist.mean_output:.0f} tokens; "
              f"degrees {', '.join(map(str, degrees))}; cost models: models/aladdin/ (13B DERIVED, see "

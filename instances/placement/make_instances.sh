@@ -13,4 +13,4 @@ $g instances/placement/azure-conv-70b-a100-heartbeat.yaml --workload azure_conv 
 $g instances/placement/sharegpt-70b-a100-decode-n250.yaml --workload sharegpt --requests 250 --mode decode_only --seed 3
 # H100 decode workers with KV headroom θ=0.8 and the strict end of the knob (λ=1): Azure code requests.
 $g instances/placement/azure-code-70b-h100-decode-n120.yaml --workload azure_code --gpu H100-80GB-SXM --requests 120 \
-   --mode decode_only --kv-headroom 0.8 --strictness 1.0 --atgt 0.05 --seed 4
+   --mode decode_only --kv-headroom 0.8 --strictness 1.0 --tpot 0.05 --seed 4

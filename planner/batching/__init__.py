@@ -1,4 +1,4 @@
-"""Batch scheduling (InferMax, FORMULATIONS.md §3): iteration-level scheduler simulator,
+"""Batch scheduling (InferMax, docs/formulations.md §3): iteration-level scheduler simulator,
 the optimal batch-schedule MIP, an independent schedule validator and lower bounds.
 
 Public API (also used by other families, e.g. queueing):
@@ -8,7 +8,9 @@ Public API (also used by other families, e.g. queueing):
 * `SchedulerConfig`, `PRESETS`, `preset_config` and `simulate(problem, config) -> SimulationResult`
   (`scheduler.py`): per-request TTFT/TPOT/E2E table, totals, KV usage over time, the schedule.
 * `validate_schedule(problem, schedule) -> ValidationReport` (`validator.py`).
-* `solve_batching(problem, ...) -> Result` (`solve.py`), `run_scheduler(problem, name) -> Result`.
+* `solve(problem, method, options: RunOptions) -> Result` — the public entry (the harness's ``run``):
+  ``mip``, a searched heuristic or a preset; `solve_batching(problem, ...) -> Result` (`solve.py`, the
+  exact pipeline, phase by phase: `solve.MIP_PHASES`), `run_scheduler(problem, name) -> Result`.
 
 MIP models: `flow_formulation.py` (per-request time-expanded paths; the default for offline latency
 instances where its dominance conditions hold) and `formulation.py` (the §3.3 big-M model, used
@@ -21,5 +23,6 @@ of the tests; `effort.py` the nominal seconds that make a time-limited solve rep
 from planner.batching.costmodel import InferMaxCostModel
 from planner.batching.problem import BatchingProblem
 from planner.batching.schedule import Schedule
+from planner.batching.harness import solve
 
-__all__ = ["BatchingProblem", "InferMaxCostModel", "Schedule"]
+__all__ = ["BatchingProblem", "InferMaxCostModel", "Schedule", "solve"]

@@ -37,8 +37,8 @@ def brute_force(problem: BatchingProblem, objective: str = "latency", max_states
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
     n = problem.n
-    O = [r.output_len for r in problem.requests]
-    start = tuple((r.input_len, 0, 0) for r in problem.requests)
+    O = [r.output_tokens for r in problem.requests]
+    start = tuple((r.input_tokens, 0, 0) for r in problem.requests)
     best = {start: 0.0}
     heap = [(0.0, start)]
     seen = 0
@@ -68,7 +68,7 @@ def brute_force(problem: BatchingProblem, objective: str = "latency", max_states
 
 def _finishable(problem: BatchingProblem, state: tuple, memo: dict) -> bool:
     """Whether some sequence of batches from ``state`` finishes every request (depth-first search)."""
-    O = [r.output_len for r in problem.requests]
+    O = [r.output_tokens for r in problem.requests]
     stack = [state]
     visited = set()
     while stack:
@@ -86,7 +86,7 @@ def _finishable(problem: BatchingProblem, state: tuple, memo: dict) -> bool:
 
 def _batches(problem: BatchingProblem, state: tuple):
     """Every batch from ``state``: (next state, batch seconds)."""
-    O = [r.output_len for r in problem.requests]
+    O = [r.output_tokens for r in problem.requests]
     P = problem.prefill_limit
     R = problem.running_limit
     cm = problem.cost

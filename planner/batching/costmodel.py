@@ -1,4 +1,4 @@
-"""Batch-time cost model of InferMax (FORMULATIONS.md §3.2) and its fit from Vidur profiles.
+"""Batch-time cost model of InferMax (docs/formulations.md §3.2) and its fit from Vidur profiles.
 
 Per transformer layer, in milliseconds (the batch time is × ``n_layers`` × 1e-3 → seconds)::
 
@@ -167,7 +167,7 @@ def save_infermax_model(model: InferMaxCostModel, path: Path | str) -> Path:
     return path
 
 
-# Published sets of FORMULATIONS.md §3.2 (authors' code, Vidur predictor, per layer, ms).
+# Published sets of docs/formulations.md §3.2 (authors' code, Vidur predictor, per layer, ms).
 # m_p and the 1.1 batching overhead of that table are not part of this model (module docstring).
 PUBLISHED: dict[str, InferMaxCostModel] = {
     "7b": InferMaxCostModel(

@@ -73,38 +73,15 @@ runs in both (decode, evict, refill), the eviction is dropped and the refill bec
 schedules = min over all schedules.  `normalize_schedule` applies N to warm-start schedules.
 Tests compare the optimum with the brute-force oracle (which allows chunks and any eviction).
 
-**Measured limit** (B = 8 benchmark, seed 4, J = 63, incumbent 0.227064 s with 58 batches, 3 prefill
-batches, 3 evictions): the LP relaxation (HiGHS IPM, 8 s on one thread) is 0.19602 s, 13.7 % below,
-so a faster root LP would not prove this instance.  Fixing the batch count N (u_j = 1 for j ≤ N,
-0 after) raises the LP to 0.22449 at N = 63 (the eviction-free bound) but only to 0.21104 at N = 58,
-about one batch's b_o + b_d less per batch removed: fractional paths share the KV budget, so the
-relaxation compresses the schedule without paying the refills or prefill batches that an integer
-schedule needs, and HiGHS did not raise the bound of the N = 58 and N = 60 MIPs above their LP in
-120 s each.  Given 600 s instead of 60 s (2 threads), the full model ends at 0.223752 s (60 batches,
-3 prefill batches, one eviction: 1.5 % below the 60 s incumbent, so part of the gap is primal) with a
-bound of 0.200118 s: still 10.6 % apart.  Seed 9 (J = 89, 73,830 columns) given 600 s moves neither
-side: incumbent 0.305651 s (84 batches, 4 evictions) and bound 0.246914 s (the combinatorial /
-prefill-cut bound; HiGHS's own bound never passes it), the same 19.2 % as at 60 s.
-
-**Both sides are open, not only the bound** (measured outside the project, with OR-Tools CP-SAT
-9.15 on a token-level model: one batch index per generated token, an eviction flag per token gap,
-a cumulative KV constraint of capacity M; whole prefills; its schedules replayed by `validator`):
-seed 4 has a schedule of 0.217659 s (54 batches, 3 evictions, 4 prefill batches: seven requests
-start together and three are evicted early, after 6–23 batches, to be refilled later), 4.1 % below
-the 60 s incumbent; seed 9 one of 0.294296 s (79 batches, 3 evictions), 3.7 % below.  CP-SAT does not
-prove them either: its own bounds after 600 s on 8 workers (seed 4) and 300 s on 2 (seed 9) were
-0.1726 and 0.1871 s, below the combinatorial bounds.  The best-known gaps are therefore 10.5 %
-(seed 4) and 16.1 % (seed 9).  Two restrictions measured on the way: without evictions and idling
-(a time-indexed start-batch MIP, solved by HiGHS) seed 4 needs 63 batches and seed 9 at least 85
-(infeasible at 84 in 0.1 s), so evictions are what makes the short schedules; and a large-
-neighbourhood search on this model (the paths of 4 of the 8 requests freed, the rest fixed, 4 s per
-HiGHS call, 120 s) did not improve seed 4's 60 s incumbent once, nor did the model with J = 55 and
-no warm start find any schedule in 60 s.  Warm-started from the 0.217659 s schedule (J = 60), HiGHS
-ends 120 s at a bound of 0.200117 s (8.1 % gap), so a better primal heuristic alone would not prove
-seed 4: the missing piece is the bound.  The primal side has since been taken up inside the project
-by the preemptive-priority rollouts of `planner.batching.rollouts` (a warm-start candidate of
-`solve.solve_batching`): ~0.8 s of rollouts reach 0.2190–0.2218 s (seed 4) and 0.2884–0.2936 s
-(seed 9, below CP-SAT's schedule) over five search seeds.
+**Limit.**  On instances whose memory is tighter than their prompts (the B = 8 benchmark's seeds 4
+and 9: Σ I > M) the LP relaxation shares the KV budget fractionally: it compresses the schedule
+without paying the refills or prefill batches an integer schedule needs.  Fixing the batch count N
+(u_j = 1 for j ≤ N, 0 after) raises the LP by only about one batch's b_o + b_d per batch removed,
+so neither branching on N nor a faster root LP closes the gap; both sides are open there (better
+schedules than the 60 s incumbents exist, and the bound is far below them).  The primal side is
+served by the preemptive-priority rollouts of `planner.batching.rollouts` (a warm-start candidate of
+`solve.solve_batching`).  The measurements behind this paragraph: benchmarks/RESULTS.md, "Batching:
+the open gaps".
 """
 
 from __future__ import annotations
@@ -381,7 +358,7 @@ def extract_flow_schedule(problem: BatchingProblem, fm: FlowModel, x: np.ndarray
             evictions[j].append(int(a.request[k]))
     last = max((j for j in range(fm.J) if batches[j] or evictions[j]), default=-1)
     return Schedule.from_batches(batches[:last + 1], [sorted(e) for e in evictions[:last + 1]],
-                                 tuple(r.id for r in problem.requests))
+                                 tuple(r.request_id for r in problem.requests))
 
 
 def flow_warm_start(problem: BatchingProblem, fm: FlowModel, schedule: Schedule) -> np.ndarray | None:

@@ -1,4 +1,4 @@
-"""The optimal batch-schedule MIP of InferMax (FORMULATIONS.md §3.3), one `define_*` per family.
+"""The optimal batch-schedule MIP of InferMax (docs/formulations.md §3.3), one `define_*` per family.
 
 This is the paper's big-M model (``solve_batching(..., formulation="bigm")``).  For offline latency
 instances where its dominance conditions hold, `solve_batching` uses the stronger per-request path
@@ -192,7 +192,7 @@ def define_termination(mb, problem, v: BatchVars, J: int) -> None:
     rows = np.repeat(np.arange(n), J)
     cols = np.concatenate([v.g.col(i, np.arange(1, J + 1)) for i in range(n)])
     mb.add_constraints("termination", n, rows, cols, np.ones(rows.size), lower=problem.outputs, upper=problem.outputs,
-                       label=lambda r: f"termination[{problem.requests[r].id}]")
+                       label=lambda r: f"termination[{problem.requests[r].request_id}]")
 
 
 def define_phase_links(mb, problem, v: BatchVars, J: int) -> None:
@@ -644,7 +644,7 @@ def extract_schedule(problem: BatchingProblem, bm: BatchModel, x: np.ndarray) ->
         before = produced[:, j - 1] if j > 0 else np.zeros(problem.n, np.int64)
         evictions.append([int(i) for i in np.flatnonzero((e[:, j] == 1) & (m[:, j] > 0) & (before < problem.outputs))])
     last = max((j for j in range(bm.J) if batches[j] or evictions[j]), default=-1)
-    return Schedule.from_batches(batches[:last + 1], evictions[:last + 1], tuple(r.id for r in problem.requests))
+    return Schedule.from_batches(batches[:last + 1], evictions[:last + 1], tuple(r.request_id for r in problem.requests))
 
 
 def compress_schedule(schedule: Schedule) -> Schedule:

@@ -5,11 +5,14 @@ family: batching
 name: tiny
 limits: {C: 4096, P: 4096, M: 100000, R_max: 8}   # P, R_max optional
 cost_model: infermax-7b            # a published set name, a model file path, or an inline mapping
-requests:                          # inline list, or `requests_csv: file.csv` (id,input_len,output_len[,arrival])
-  - {id: a, input_len: 4, output_len: 2}
+requests:                          # inline list, or `requests_csv: file.csv`
+  - {request_id: a, input_tokens: 4, output_tokens: 2}   # optional arrival_s (seconds, default 0)
 ```
-Every problem is one line naming file, field and problem (`InputError`).  Limits: input_len and
-output_len at most 1,000,000 tokens each, C, P, M and R_max at most 10^12 (whole numbers; ``1.0e+6``
+A CSV has the columns ``request_id,input_tokens,output_tokens[,arrival_s]``: the field names and units of
+`planner.core.types.Request`.  The keys of earlier files (``id``, ``input_len``, ``output_len``,
+``arrival``) are refused with a line naming the key that replaced each (`problem.RENAMED_REQUEST_KEYS`).
+Every problem is one line naming file, field and problem (`InputError`).  Limits: input_tokens and
+output_tokens at most 1,000,000 tokens each, C, P, M and R_max at most 10^12 (whole numbers; ``1.0e+6``
 is read as 1000000, while YAML reads ``1e6`` as text, which is refused like any text where a number
 belongs: `planner.core.io.check_numbers`), arrivals finite and ≥ 0 (`planner.batching.problem`).  The
 ``name`` is text.  Give ``requests`` or ``requests_csv``, not both; ids are text or whole numbers, unique
@@ -27,7 +30,7 @@ import yaml
 from pydantic import ValidationError
 
 from planner.batching.costmodel import PUBLISHED, InferMaxCostModel, load_infermax_model
-from planner.batching.problem import LIMIT_NAMES, BatchingProblem, Request
+from planner.batching.problem import LIMIT_NAMES, RENAMED_REQUEST_KEYS, BatchingProblem, Request
 from planner.core.io import (
     MAX_REQUEST_TOKENS,
     MAX_TABLE_BYTES,
@@ -38,6 +41,7 @@ from planner.core.io import (
     format_validation_error,
     name_field,
     read_csv_table,
+    read_input_text,
     read_yaml_mapping,
     resolve_relative,
     shown,
@@ -103,20 +107,43 @@ def _request_id(value: Any, source: Path, where: str) -> str:
     raise InputError(source, where, problem)
 
 
-def _requests(data: dict, path: Path) -> tuple[Request, ...]:
-    if "requests_csv" in data:
-        target = _csv_path(data, path)
-        frame = read_csv_table(target, {"input_len": int, "output_len": int}, {"id": str, "arrival": float},
-                               maximum={"input_len": MAX_REQUEST_TOKENS, "output_len": MAX_REQUEST_TOKENS})
-        rows = [{key: (int(value) if key in ("input_len", "output_len") else value) for key, value in record.items()
-                 if value is not None and not (isinstance(value, float) and math.isnan(value))}
-                for record in frame.astype(object).to_dict("records")]
-        source = target
-    else:
+def _renamed(old: str) -> str:
+    """The one-line problem of a request key of earlier files."""
+    return f"renamed: use {RENAMED_REQUEST_KEYS[old]} (the field names and units of planner.core.types.Request)"
+
+
+def _refuse_renamed_columns(target: Path, path: Path) -> None:
+    """A CSV whose header has a column of earlier files is refused naming the column that replaced it."""
+    text = read_input_text(target, "a CSV file", MAX_TABLE_BYTES, source=path, field="requests_csv")
+    header = next((line for line in text.lstrip("\ufeff").splitlines() if line.strip()), "")
+    names = {name.strip().strip('"').strip() for name in header.split(",")}
+    old = next((key for key in RENAMED_REQUEST_KEYS if key in names), None)
+    if old is not None:
+        raise InputError(target, old, _renamed(old))
+
+
+def _request_rows(data: dict, path: Path) -> tuple[list, Path]:
+    """The request rows (mappings) and the file they came from (the instance, or its CSV)."""
+    if "requests_csv" not in data:
         rows = data.get("requests")
-        source = path
         if not isinstance(rows, list) or not rows:
-            raise InputError(path, "requests", "required: a non-empty list of {id, input_len, output_len[, arrival]}")
+            raise InputError(path, "requests",
+                             "required: a non-empty list of {request_id, input_tokens, output_tokens[, arrival_s]}")
+        return rows, path
+    target = _csv_path(data, path)
+    _refuse_renamed_columns(target, path)
+    frame = read_csv_table(target, {"input_tokens": int, "output_tokens": int},
+                           {"request_id": str, "arrival_s": float},
+                           maximum={"input_tokens": MAX_REQUEST_TOKENS, "output_tokens": MAX_REQUEST_TOKENS})
+    rows = [{key: (int(value) if key in ("input_tokens", "output_tokens") else value)
+             for key, value in record.items()
+             if value is not None and not (isinstance(value, float) and math.isnan(value))}
+            for record in frame.astype(object).to_dict("records")]
+    return rows, target
+
+
+def _requests(data: dict, path: Path) -> tuple[Request, ...]:
+    rows, source = _request_rows(data, path)
     csv = source != path
     out = []
     first_row: dict[str, int] = {}
@@ -125,14 +152,18 @@ def _requests(data: dict, path: Path) -> tuple[Request, ...]:
         if not isinstance(row, dict):
             raise InputError(source, label, "expected a mapping")
         row = dict(row)
-        where = f"{label}, column id" if csv else f"{label}.id"
-        row["id"] = _request_id(row["id"], source, where) if "id" in row else f"r{k}"
+        old = next((key for key in RENAMED_REQUEST_KEYS if key in row), None)
+        if old is not None:
+            raise InputError(source, f"{label}.{old}", _renamed(old))
+        where = f"{label}, column request_id" if csv else f"{label}.request_id"
+        row["request_id"] = _request_id(row["request_id"], source, where) if "request_id" in row else f"r{k}"
         if csv:  # the YAML list's duplicates are named by `BatchingProblem` (requests[i] and requests[k])
-            if row["id"] in first_row:
-                raise InputError(source, "id", f"duplicate request id {row['id']!r} "
-                                               f"(rows {first_row[row['id']] + 1} and {k + 1})")
-            first_row[row["id"]] = k
-        for key in ("input_len", "output_len"):
+            rid = row["request_id"]
+            if rid in first_row:
+                raise InputError(source, "request_id", f"duplicate request id {rid!r} "
+                                                       f"(rows {first_row[rid] + 1} and {k + 1})")
+            first_row[rid] = k
+        for key in ("input_tokens", "output_tokens"):
             value = row.get(key)
             if isinstance(value, (int, float)) and value < 0:
                 raise InputError(source, f"{label}, column {key}" if csv else f"{label}.{key}",
@@ -179,7 +210,8 @@ def save_batching_instance(problem: BatchingProblem, path: Path | str, cost_mode
                             "limits": {k: v for k, v in (("C", problem.C), ("P", problem.P), ("M", problem.M),
                                                          ("R_max", problem.R_max)) if v is not None},
                             "cost_model": cost_model or problem.cost.model_dump(mode="json"),
-                            "requests": [r.model_dump(exclude_defaults=True) | {"id": r.id} for r in problem.requests]}
+                            "requests": [r.model_dump(exclude_defaults=True) | {"request_id": r.request_id}
+                                         for r in problem.requests]}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(data, sort_keys=False, width=200))
     return path

@@ -140,7 +140,7 @@ def best_ordered_schedule(problem: BatchingProblem, presets: tuple[str, ...] = S
                     current[2])
     if best is None:
         return None
-    schedule = map_back(best[3], best[2], tuple(r.id for r in problem.requests))
+    schedule = map_back(best[3], best[2], tuple(r.request_id for r in problem.requests))
     report = validate_schedule(problem, schedule)
     if not report.feasible:
         return None

@@ -1,4 +1,4 @@
-"""Frozen, validated data of one batch-scheduling instance (FORMULATIONS.md §3.1, §3.3).
+"""Frozen, validated data of one batch-scheduling instance (docs/formulations.md §3.1, §3.3).
 
 Sizes are capped so that bad input is one clear line instead of an out-of-memory simulation or an
 integer overflow: a prompt or output is at most `MAX_REQUEST_TOKENS` (1,000,000) tokens, and C, P,
@@ -13,6 +13,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from planner.batching.costmodel import InferMaxCostModel, default_cost_model
+from planner.core.types import Request as CoreRequest
 from planner.core.io import MAX_REQUEST_TOKENS, NotBool, check_unique, format_validation_error
 from planner.errors import InfeasibleError, PlannerError
 
@@ -25,20 +26,36 @@ Limit = Annotated[int, NotBool, Field(ge=1, le=MAX_LIMIT)]
 LIMIT_NAMES = ("C", "P", "M", "R_max")
 
 
+#: Request keys of earlier instance files and the field that replaced each (refused, never reinterpreted).
+RENAMED_REQUEST_KEYS = {"id": "request_id", "input_len": "input_tokens", "output_len": "output_tokens",
+                        "arrival": "arrival_s"}
+
+
 class Request(BaseModel):
-    """One request: ``input_len`` prompt tokens, ``output_len`` tokens to generate, arrival (s)."""
+    """One request of a batching instance, with the field names and units of the core request
+    (`planner.core.types.Request`): ``request_id``, ``arrival_s`` (seconds), ``input_tokens`` (prompt
+    tokens, I) and ``output_tokens`` (tokens to generate, O — the true length: InferMax plans with known
+    lengths).  A type of its own rather than the core one because the core request also requires a
+    ``predicted_output_tokens`` and an ``slo_class`` that batching has no use for, and batching caps the
+    token counts (`MAX_REQUEST_TOKENS`) and refuses booleans, so that bad input is one line."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
-    id: str = Field(min_length=1)
-    input_len: Tokens
-    output_len: Tokens
-    arrival: Annotated[float, NotBool, Field(ge=0.0)] = 0.0
+    request_id: str = Field(min_length=1)
+    input_tokens: Tokens
+    output_tokens: Tokens
+    arrival_s: Annotated[float, NotBool, Field(ge=0.0)] = 0.0
 
     @property
     def kv_need(self) -> int:
         """KV tokens held at the last token: ``I + O − 1`` (the last token is never stored)."""
-        return self.input_len + self.output_len - 1
+        return self.input_tokens + self.output_tokens - 1
+
+    @classmethod
+    def from_core(cls, request: CoreRequest) -> "Request":
+        """The batching request of a core request (its true ``output_tokens``, not the predicted one)."""
+        return cls(request_id=request.request_id, input_tokens=request.input_tokens,
+                   output_tokens=request.output_tokens, arrival_s=request.arrival_s)
 
 
 class BatchingProblem(BaseModel):
@@ -61,7 +78,7 @@ class BatchingProblem(BaseModel):
     @field_validator("requests")
     @classmethod
     def _unique_ids(cls, requests: tuple[Request, ...]) -> tuple[Request, ...]:
-        check_unique([r.id for r in requests], "request id", "requests")
+        check_unique([r.request_id for r in requests], "request id", "requests")
         return requests
 
     @field_validator("P")
@@ -97,15 +114,15 @@ class BatchingProblem(BaseModel):
 
     @property
     def inputs(self) -> np.ndarray:
-        return np.array([r.input_len for r in self.requests], dtype=np.int64)
+        return np.array([r.input_tokens for r in self.requests], dtype=np.int64)
 
     @property
     def outputs(self) -> np.ndarray:
-        return np.array([r.output_len for r in self.requests], dtype=np.int64)
+        return np.array([r.output_tokens for r in self.requests], dtype=np.int64)
 
     @property
     def arrivals(self) -> np.ndarray:
-        return np.array([r.arrival for r in self.requests], dtype=float)
+        return np.array([r.arrival_s for r in self.requests], dtype=float)
 
     @property
     def online(self) -> bool:
@@ -118,8 +135,8 @@ class BatchingProblem(BaseModel):
             r = bad[0]
             more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
             raise InfeasibleError(
-                f"instance {self.name!r} is infeasible: request {r.id!r} needs {r.kv_need} KV tokens "
-                f"(I+O-1 = {r.input_len}+{r.output_len}-1) but M = {self.M}{more}"
+                f"instance {self.name!r} is infeasible: request {r.request_id!r} needs {r.kv_need} KV tokens "
+                f"(I+O-1 = {r.input_tokens}+{r.output_tokens}-1) but M = {self.M}{more}"
             )
 
     def with_limits(self, **changes) -> "BatchingProblem":
@@ -137,7 +154,7 @@ def make_problem(inputs, outputs, *, arrivals=None, name: str = "batching", cost
                  **limits) -> BatchingProblem:
     """Build a problem from length lists (request ids r0, r1, …)."""
     arrivals = arrivals if arrivals is not None else [0.0] * len(inputs)
-    reqs = tuple(Request(id=f"r{i}", input_len=int(a), output_len=int(b), arrival=float(t))
+    reqs = tuple(Request(request_id=f"r{i}", input_tokens=int(a), output_tokens=int(b), arrival_s=float(t))
                  for i, (a, b, t) in enumerate(zip(inputs, outputs, arrivals)))
     kwargs = {"cost": cost} if cost is not None else {}
     return BatchingProblem(name=name, requests=reqs, **kwargs, **limits)

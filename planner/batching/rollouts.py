@@ -155,7 +155,7 @@ def _one_search(problem: BatchingProblem, rollouts: int, rng: np.random.Generato
         batch, request, tokens, evict_batch, evict_request = (b.copy() for b in buffers)
         schedule = Schedule(int(batches), batch[:entries], request[:entries], tokens[:entries],
                             evict_batch[:evictions], evict_request[:evictions],
-                            tuple(r.id for r in problem.requests))
+                            tuple(r.request_id for r in problem.requests))
         report = validate_schedule(problem, schedule)
         if report.feasible and (best is None or report.objective < best[1]):
             best = (schedule, float(report.objective))

@@ -5,18 +5,36 @@ and the requests evicted at batch j (their KV is dropped, they process nothing i
 requests release their KV after their last batch without an explicit eviction.  Per-request
 metrics (TTFT, TPOT, end-to-end) and totals are filled in by whoever produced the schedule and
 re-derived by the validator.
+
+Plan format (``to_dict`` writes it, `Schedule.from_dict` reads it; a hand-written plan needs only
+``batches``)::
+
+    {"batches": [{"tokens": {"a": 2, "b": 1}},
+                 {"tokens": {"a": 1, "c": 3}, "evicted": ["b"]},
+                 {"tokens": {"a": 1, "b": 2}}]}
+
+(a feasible plan of ``instances/batching/tiny3.yaml``).  Batch j lists, under ``tokens``, the tokens each
+request processes in it (a whole number ≥ 1: a prefill chunk, or 1 for a decode step) and, under
+``evicted``, the requests whose KV is dropped before it (an evicted request recomputes its prompt and
+the tokens it generated, here b's 2 tokens in the last batch).
+Request ids are the instance's.  ``seconds`` of a batch and the top-level ``num_batches``,
+``metrics`` and ``requests`` are results the validator recomputes; they are ignored on reading.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-MAX_BATCHES_IN_JSON = 2000
+from planner.core import plan_fields as pf
+from planner.core.io import MAX_REQUEST_TOKENS
+
+if TYPE_CHECKING:
+    from planner.batching.problem import BatchingProblem
 
 
 @dataclass(frozen=True)
@@ -98,17 +116,42 @@ class Schedule:
         ids = self.request_ids or tuple(str(i) for i in range(int(self.request.max(initial=-1)) + 1))
         data: dict[str, Any] = {"num_batches": self.num_batches, "metrics": {k: _plain(v) for k, v in self.metrics.items()},
                                 "requests": self.per_request_rows()}
-        if self.num_batches <= MAX_BATCHES_IN_JSON:
-            batches = self.batches()
-            evictions = self.evictions()
-            data["batches"] = [
-                {"tokens": {ids[i]: c for i, c in batches[j].items()}, "evicted": [ids[i] for i in evictions[j]],
-                 **({"seconds": float(self.batch_seconds[j])} if self.batch_seconds is not None else {})}
-                for j in range(self.num_batches)
-            ]
-        else:
-            data["batches"] = f"omitted ({self.num_batches} batches > {MAX_BATCHES_IN_JSON})"
+        evictions = self.evictions()
+        data["batches"] = [
+            {"tokens": {ids[i]: c for i, c in entries.items()}, "evicted": [ids[i] for i in evictions[j]],
+             **({"seconds": float(self.batch_seconds[j])} if self.batch_seconds is not None else {})}
+            for j, entries in enumerate(self.iter_batches())
+        ]
         return data
+
+    @classmethod
+    def from_dict(cls, problem: "BatchingProblem", data: Mapping[str, Any]) -> "Schedule":
+        """The schedule ``data`` (the module's format) for ``problem``; one `InputError` line for a key
+        missing or unknown, a request id not in the instance, a token count that is not a whole number
+        in 1 … `MAX_REQUEST_TOKENS`, or a request evicted twice before one batch.  Whether the batches
+        respect the limits and finish every request is the validator's verdict, not a reading error."""
+        data = pf.mapping(data, "", allowed=("num_batches", "metrics", "requests", "batches"), required=("batches",))
+        index = {r.request_id: k for k, r in enumerate(problem.requests)}
+        batches: list[dict[int, int]] = []
+        evictions: list[list[int]] = []
+        for j, raw in enumerate(pf.items(data["batches"], "batches")):
+            where = pf.join("batches", j)
+            batch = pf.mapping(raw, where, allowed=("tokens", "evicted", "seconds"), required=("tokens",))
+            tokens: dict[int, int] = {}
+            for rid, count in pf.mapping(batch["tokens"], pf.join(where, "tokens")).items():
+                field = pf.join(pf.join(where, "tokens"), str(rid))
+                tokens[pf.lookup(rid, index, field, "request id")] = pf.whole(count, field, minimum=1,
+                                                                               maximum=MAX_REQUEST_TOKENS)
+            evicted: list[int] = []
+            for k, rid in enumerate(pf.items(batch.get("evicted", []), pf.join(where, "evicted"))):
+                field = pf.join(pf.join(where, "evicted"), k)
+                i = pf.lookup(rid, index, field, "request id")
+                if i in evicted:
+                    pf.refuse(field, f"request {rid!r} is evicted twice before this batch")
+                evicted.append(i)
+            batches.append(tokens)
+            evictions.append(evicted)
+        return cls.from_batches(batches, evictions, tuple(index))
 
 
 def _batch_major(batch: np.ndarray, num_batches: int) -> bool:
@@ -121,8 +164,9 @@ def _batch_major(batch: np.ndarray, num_batches: int) -> bool:
 
 
 def _plain(v: Any) -> Any:
+    """A JSON-safe scalar: numpy scalars as Python numbers, NaN and ±inf (a TPOT of one token) as None."""
     if isinstance(v, np.generic):
-        return v.item()
+        v = v.item()
     if isinstance(v, float) and not np.isfinite(v):
         return None
     return v

@@ -1,4 +1,4 @@
-"""The unified iteration-level scheduler of InferMax (Algorithm 1, FORMULATIONS.md §3.1) and its
+"""The unified iteration-level scheduler of InferMax (Algorithm 1, docs/formulations.md §3.1) and its
 simulator under the §3.2 batch-time model.
 
 ``simulate(problem, config) -> SimulationResult`` runs one policy on one instance and returns the
@@ -33,6 +33,10 @@ which is exact because the batch composition does not change inside them, and re
 (entries, batch times, KV usage), not one record per batch: 50 requests × 10^6 tokens simulate in
 about 1.5 s instead of 13 s.
 
+Phases (`SIMULATION_PHASES`, run by `planner.core.phases.run_phases`): limits (the policy's knobs and
+limits, the up-front refusals) → batches (Algorithm 1 batch by batch, `_State`) → assemble (schedule and
+metrics); their wall seconds are `SimulationResult.phase_seconds` (``stats["phases"]`` of `solve.run_scheduler`).
+
 Size: ``simulate(..., max_batches=K)`` stops with a `WorkLimitError` before the schedule exceeds K
 batches, at once when `min_batches` (a lower bound on every schedule's batch count) already does;
 `planner simulate batching --max-work` sets K = max-work // requests.
@@ -40,14 +44,16 @@ batches, at once when `min_batches` (a lower bound on every schedule's batch cou
 
 from __future__ import annotations
 
+import time
 from collections import deque
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
 
 from planner.batching.problem import MAX_LIMIT, BatchingProblem
 from planner.batching.schedule import Schedule
+from planner.core.phases import Phase, run_phases
 from planner.errors import InfeasibleError, PlannerError
 
 
@@ -122,6 +128,8 @@ class SimulationResult:
     config: SchedulerConfig
     schedule: Schedule
     seconds: float  # wall time of the simulation
+    #: wall seconds of each phase of `simulate` (`SIMULATION_PHASES`)
+    phase_seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def total_latency(self) -> float:
@@ -146,10 +154,14 @@ def _limit(name: str, value: int) -> int:
 
 
 class _State:
-    """Mutable per-request arrays of one simulation run."""
+    """One simulation run: the mutable per-request arrays, the batch being built (`_State.next_batch`)
+    and the records of the schedule so far."""
 
-    def __init__(self, problem: BatchingProblem, config: SchedulerConfig) -> None:
+    def __init__(self, problem: BatchingProblem, config: SchedulerConfig, limits: tuple[int, int, int, int],
+                 max_batches: int | None) -> None:
         n = problem.n
+        self.problem, self.config, self.max_batches, self.n = problem, config, max_batches, n
+        self.C, self.P, self.M, self.R_max = limits
         self.I0 = problem.inputs
         self.O = problem.outputs
         self.arrival = problem.arrivals
@@ -166,283 +178,339 @@ class _State:
             np.lexsort((np.arange(n), self.arrival))
         self.running: list[int] = []
         self.waiting: deque[int] = deque()
+        self.ef_need = self.I0 + self.O - 1
+        self.arrivals_sorted = list(self.order)  # admission order of new arrivals
+        self.next_arrival = 0
+        self.t = 0.0
+        self.j = 0
+        self.finished = 0
+        self.rec_b: list[np.ndarray] = []
+        self.rec_r: list[np.ndarray] = []
+        self.rec_c: list[np.ndarray] = []
+        self.ev_b: list[int] = []
+        self.ev_r: list[int] = []
+        self.batch_secs = _Series(float)  # seconds of each batch
+        self.kv_used = _Series(np.int64)  # KV tokens held after each batch
+        self.max_iterations = 50 * int((self.I0 + self.O).sum()) + 1000
+        self._new_batch()
+
+    def _new_batch(self) -> None:
+        self.ids: list[int] = []
+        self.toks: list[int] = []
+        self.dec_ids = np.zeros(0, np.int64)  # bulk-added decodes
+        self.used = 0
+        self.has_prefill = self.has_decode = False
+        self.new_running: list[int] = []
+        self.in_batch: set[int] = set()
+        self.stuck_reason = ""
+
+    def run(self) -> None:
+        """Batches until every request has finished."""
+        while self.finished < self.n:
+            if self.j > self.max_iterations:
+                raise PlannerError(f"simulation of {self.config.name} did not finish within {self.max_iterations} "
+                                   "iterations")
+            while self.next_arrival < self.n and self.arrival[self.arrivals_sorted[self.next_arrival]] <= self.t:
+                self.waiting.append(int(self.arrivals_sorted[self.next_arrival]))
+                self.next_arrival += 1
+            if not self.running and not self.waiting:
+                self.t = float(self.arrival[self.arrivals_sorted[self.next_arrival]])
+                continue
+            if self.next_batch():
+                self.process()
+
+    def _next_arrival_time(self) -> float:
+        return float(self.arrival[self.arrivals_sorted[self.next_arrival]])
+
+    # ---------------- GetNextBatch ----------------
+    def next_batch(self) -> bool:
+        """Build the next batch (Algorithm 1); False when none runs now (time moves to the next arrival, or
+        only evictions happened: they are recorded with the next batch)."""
+        evictions_before = len(self.ev_b)
+        self._new_batch()
+        if self.config.priority == "prefill":
+            self.waiting_group()
+            self.running_prefills()
+            self.running_decodes()
+        else:
+            self.running_decodes()
+            self.running_prefills()
+            self.waiting_group()
+        self.running.extend(self.new_running)
+        if self.ids or self.dec_ids.size:
+            return True
+        if self.next_arrival < self.n and not self.running:
+            self.t = max(self.t, self._next_arrival_time())
+            return False
+        if len(self.ev_b) > evictions_before:  # only evictions happened: they are recorded with the next
+            return False  # batch (a batch runs ≥ 1 token; the validator rejects token-free batches)
+        if self.next_arrival < self.n:
+            self.t = max(self.t, self._next_arrival_time())
+            return False
+        raise InfeasibleError(f"scheduler {self.config.name} is stuck: {self.stuck_reason or 'no request can run'} "
+                              f"(C={self.C}, P={self.P}, M={self.M}, R_max={self.R_max})")
+
+    def evict(self, v: int) -> None:
+        self.ev_b.append(self.j), self.ev_r.append(v)
+        if self.m[v] >= self.Iin[v]:
+            self.Iin[v] = self.m[v] + 1
+        self.m[v] = 0
+        self.alloc_total -= int(self.alloc[v])
+        self.alloc[v] = 0
+        self.evictions[v] += 1
+        self.running.remove(v)
+        self.waiting.appendleft(v)
+
+    def _make_room(self, i: int, need: int) -> bool:
+        """Evict the latest running request not in the batch until ``need`` KV slots are free for ``i``; when
+        none is left, evict ``i`` itself (False)."""
+        while need > self.M - self.alloc_total:
+            victims = [v for v in self.running if v not in self.in_batch and v != i]
+            if not victims:
+                self.evict(i)
+                return False
+            self.evict(victims[-1])
+        return True
+
+    def add_prefill(self, i: int, is_running: bool) -> str:
+        """Try to add prefill candidate i; '' on success, else the failure reason."""
+        config = self.config
+        rem = int(self.Iin[i] - self.m[i])
+        budget = min(self.C - self.used, self.P - self.used)
+        c = min(rem, budget) if config.chunked else rem
+        if (config.chunked and c < 1) or (not config.chunked and rem > budget):
+            return "tokens"
+        if not is_running and len(self.running) + len(self.new_running) >= self.R_max:
+            return "rmax"
+        target = int(self.ef_need[i]) if not config.evict else int(self.Iin[i])
+        need = max(0, target - int(self.alloc[i]))
+        if need > self.M - self.alloc_total:
+            if not (config.evict and is_running):
+                return "memory"
+            if not self._make_room(i, need):
+                return "evicted"
+        self.alloc[i] += need
+        self.alloc_total += need
+        if not is_running:
+            self.new_running.append(i)
+        self.ids.append(i), self.toks.append(c), self.in_batch.add(i)
+        self.used += c
+        self.has_prefill = True
+        return ""
+
+    def add_decodes(self, cands: np.ndarray) -> None:
+        """Decode candidates in order: bulk with numpy, one by one only when KV runs out."""
+        if cands.size == 0:
+            return
+        cands = cands[:max(self.C - self.used, 0)]
+        if cands.size == 0:
+            return
+        need = (self.alloc[cands] < self.m[cands] + 1).astype(np.int64)
+        fits = np.cumsum(need) <= self.M - self.alloc_total
+        k = cands.size if fits.all() else int(np.argmin(fits))
+        take = cands[:k]
+        self.alloc[take] += need[:k]
+        self.alloc_total += int(need[:k].sum())
+        chosen = [take]
+        if k < cands.size and self.config.evict:  # eviction-free: go to the next group
+            self.in_batch.update(take.tolist())
+            self._decodes_with_evictions(cands[k:], chosen)
+        got = np.concatenate(chosen)
+        if got.size:
+            self.dec_ids = np.concatenate([self.dec_ids, got])
+            self.in_batch.update(got.tolist())
+            self.used += int(got.size)
+            self.has_decode = True
+
+    def _decodes_with_evictions(self, rest: np.ndarray, chosen: list[np.ndarray]) -> None:
+        """The decode candidates after KV ran out, one by one, evicting for each (`_make_room`)."""
+        for i in rest.tolist():
+            if i not in self.running:  # evicted as a victim meanwhile
+                continue
+            if self.used + sum(len(x) for x in chosen) >= self.C:
+                break
+            nd = 1 if self.alloc[i] < self.m[i] + 1 else 0
+            if self._make_room(i, nd):
+                self.alloc[i] += nd
+                self.alloc_total += nd
+                chosen.append(np.array([i], np.int64))
+                self.in_batch.add(i)
+
+    def waiting_group(self) -> None:
+        if not self.config.hybrid and self.has_decode:
+            return
+        while self.waiting:
+            i = self.waiting[0]
+            why = self.add_prefill(i, False)
+            if why:
+                self.stuck_reason = self.stuck_reason or \
+                    f"request {self.problem.requests[i].request_id!r} cannot be admitted ({why})"
+                return
+            self.waiting.popleft()
+
+    def running_prefills(self) -> None:
+        if not self.config.hybrid and self.has_decode:
+            return
+        for i in [v for v in self.running if self.m[v] < self.Iin[v]]:
+            if i in self.in_batch or i not in self.running:
+                continue
+            if self.add_prefill(i, True) == "memory":
+                return
+
+    def running_decodes(self) -> None:
+        if not self.config.hybrid and self.has_prefill:
+            return
+        run = np.fromiter(self.running, np.int64, len(self.running))
+        if run.size:
+            self.add_decodes(run[(self.m[run] >= self.Iin[run]) & ~np.isin(run, list(self.in_batch))])
+
+    # ---------------- Process ----------------
+    def process(self) -> None:
+        """Run the batch built (a pure-decode stretch in one step when nothing else can change it)."""
+        p_ids = np.asarray(self.ids, np.int64)
+        p_c = np.asarray(self.toks, np.int64)
+        dec_ids = self.dec_ids
+        d_kv = int(self.m[dec_ids].sum())
+        steps = _decode_stretch(self, dec_ids, self.M) if (
+            p_ids.size == 0 and not self.waiting and self.next_arrival >= self.n) else 1
+        if self.max_batches is not None and self.j + steps > self.max_batches:
+            raise WorkLimitError(self.config.name, self.n, self.max_batches, self.j + steps)
+        cost = self.problem.cost
+        secs = cost.batch_seconds(int(p_c.sum()) + dec_ids.size, float((p_c.astype(float) ** 2).sum()), p_ids.size,
+                                  d_kv, dec_ids.size)
+        if steps > 1:
+            per = cost.batch_seconds_array(np.full(steps, dec_ids.size), 0.0, 0, d_kv + dec_ids.size * np.arange(steps),
+                                           np.full(steps, dec_ids.size))
+            done_ids = self._stretch(dec_ids, steps, per)
+            first_offset = float(np.sum(per[1:]))
+        else:
+            done_ids = self._one_batch(p_ids, p_c, dec_ids, secs)
+            first_offset = 0.0
+        touched = np.concatenate([p_ids, dec_ids])
+        touched = touched[np.isnan(self.first[touched])]
+        touched = touched[self.gen[touched] > 0]
+        if touched.size:  # first token at the end of the batch that generated it (stretches start with ≥1 token)
+            self.first[touched] = self.t - first_offset
+        if done_ids.size:
+            self._release(done_ids)
+
+    def _stretch(self, dec_ids: np.ndarray, steps: int, per: np.ndarray) -> np.ndarray:
+        """``steps`` identical decode batches recorded as whole arrays (batch-major, the same entries as one
+        record per step); the requests that finish."""
+        k = np.arange(steps)
+        base_m = int(self.m.sum())
+        self.rec_b.append(np.repeat(np.arange(self.j, self.j + steps, dtype=np.int64), dec_ids.size))
+        self.rec_r.append(np.tile(dec_ids, steps))
+        self.rec_c.append(np.ones(dec_ids.size * steps, np.int64))
+        self.kv_used.extend(base_m + dec_ids.size * (k + 1))
+        self.batch_secs.extend(per)
+        self.m[dec_ids] += steps
+        self.alloc_total += int(np.maximum(self.m[dec_ids] - self.alloc[dec_ids], 0).sum())
+        self.alloc[dec_ids] = np.maximum(self.alloc[dec_ids], self.m[dec_ids])
+        self.gen[dec_ids] += steps
+        t_ends = self.t + np.cumsum(per)
+        self.t = float(t_ends[-1])
+        self.j += steps
+        return dec_ids[self.gen[dec_ids] >= self.O[dec_ids]]
+
+    def _one_batch(self, p_ids: np.ndarray, p_c: np.ndarray, dec_ids: np.ndarray, secs: float) -> np.ndarray:
+        """One batch of prefill chunks and decodes; the requests that finish."""
+        all_ids = np.concatenate([p_ids, dec_ids])
+        all_c = np.concatenate([p_c, np.ones(dec_ids.size, np.int64)])
+        self.rec_b.append(np.full(all_ids.size, self.j)), self.rec_r.append(all_ids), self.rec_c.append(all_c)
+        self.m[all_ids] += all_c
+        self.t += secs
+        self.batch_secs.append(secs)
+        self.kv_used.append(int(self.m.sum()))
+        self.j += 1
+        gen_now = all_ids[self.m[all_ids] >= self.Iin[all_ids]]
+        self.gen[gen_now] += 1
+        return gen_now[self.gen[gen_now] >= self.O[gen_now]]
+
+    def _release(self, done_ids: np.ndarray) -> None:
+        """Finished requests: finish time, KV released."""
+        self.finish[done_ids] = self.t
+        self.alloc_total -= int(self.alloc[done_ids].sum())
+        self.alloc[done_ids] = 0
+        self.m[done_ids] = 0
+        done = set(done_ids.tolist())
+        self.running = [v for v in self.running if v not in done]
+        self.finished += len(done)
+
+    def schedule(self) -> Schedule:
+        """The schedule run, with per-request TTFT/TPOT/E2E, totals and KV usage."""
+        s = self
+        per_request = {
+            "ttft": s.first - s.arrival,
+            "tpot": np.where(s.O > 1, (s.finish - s.first) / np.maximum(s.O - 1, 1), np.nan),
+            "e2e": s.finish - s.arrival,
+            "finish": s.finish,
+            "evictions": s.evictions,
+        }
+        schedule = Schedule(s.j, _concatenate(s.rec_b), _concatenate(s.rec_r), _concatenate(s.rec_c),
+                            np.asarray(s.ev_b, np.int64), np.asarray(s.ev_r, np.int64),
+                            tuple(r.request_id for r in s.problem.requests))
+        secs_arr = s.batch_secs.array()
+        kv_arr = s.kv_used.array()
+        metrics = summary_metrics(s.problem, per_request, s.t, secs_arr, kv_arr, int(s.evictions.sum()))
+        metrics.update({"scheduler": s.config.name, "C": s.C, "P": s.P, "M": s.M, "R_max": s.R_max})
+        return schedule.with_results(metrics, per_request, secs_arr, kv_arr)
+
+
+@dataclass
+class _SimulationRun:
+    """What the phases of `simulate` (`SIMULATION_PHASES`) share."""
+
+    problem: BatchingProblem
+    config: SchedulerConfig | str
+    overrides: dict
+    max_batches: int | None
+    limits: tuple[int, int, int, int] = (0, 0, 0, 0)
+    state: _State | None = None
+    started: float = 0.0
+    phase_seconds: dict[str, float] = field(default_factory=dict)
+
+
+def _resolve_limits(r: _SimulationRun) -> None:
+    """The policy's knobs and limits; a request that can never fit, or a batch count beyond ``max_batches``
+    that every schedule needs, is refused before simulating."""
+    config, overrides = r.config, r.overrides
+    r.config = preset_config(config, **overrides) if isinstance(config, str) else replace(
+        config, **{k: v for k, v in overrides.items() if v is not None})
+    r.limits = C, _, M, R_max = effective_limits(r.problem, r.config)
+    bad = [q for q in r.problem.requests if q.kv_need > M]
+    if bad:
+        raise InfeasibleError(f"request {bad[0].request_id!r} needs {bad[0].kv_need} KV tokens (I+O-1) but M = {M}")
+    if r.max_batches is not None:
+        at_least = min_batches(r.problem, C, M, R_max)
+        if at_least > r.max_batches:
+            raise WorkLimitError(r.config.name, r.problem.n, r.max_batches, at_least)
+
+
+def _run_batches(r: _SimulationRun) -> None:
+    r.started = time.perf_counter()
+    r.state = _State(r.problem, r.config, r.limits, r.max_batches)
+    r.state.run()
+
+
+def _assemble(r: _SimulationRun) -> SimulationResult:
+    schedule = r.state.schedule()
+    return SimulationResult(r.config, schedule, time.perf_counter() - r.started, r.phase_seconds)
+
+
+#: The phases of `simulate`, in order (wall seconds of each in `SimulationResult.phase_seconds`).
+SIMULATION_PHASES: tuple[Phase, ...] = (
+    Phase("limits", _resolve_limits),
+    Phase("batches", _run_batches),
+    Phase("assemble", _assemble),
+)
 
 
 def simulate(problem: BatchingProblem, config: SchedulerConfig | str = "vllm", *, max_batches: int | None = None,
              **overrides) -> SimulationResult:
     """Run one scheduling policy on ``problem``; see the module docstring.  ``max_batches``: stop with a
     `WorkLimitError` as soon as the schedule would exceed this many batches (None: no limit)."""
-    import time
-
-    config = preset_config(config, **overrides) if isinstance(config, str) else replace(
-        config, **{k: v for k, v in overrides.items() if v is not None})
-    C, P, M, R_max = effective_limits(problem, config)
-    bad = [r for r in problem.requests if r.kv_need > M]
-    if bad:
-        raise InfeasibleError(f"request {bad[0].id!r} needs {bad[0].kv_need} KV tokens (I+O-1) but M = {M}")
-    if max_batches is not None:
-        at_least = min_batches(problem, C, M, R_max)
-        if at_least > max_batches:
-            raise WorkLimitError(config.name, problem.n, max_batches, at_least)
-    start = time.perf_counter()
-    s = _State(problem, config)
-    ef_need = s.I0 + s.O - 1
-    n = problem.n
-    arrivals_sorted = list(s.order)  # admission order of new arrivals
-    next_arrival = 0
-    t = 0.0
-    rec_b: list[np.ndarray] = []
-    rec_r: list[np.ndarray] = []
-    rec_c: list[np.ndarray] = []
-    ev_b: list[int] = []
-    ev_r: list[int] = []
-    batch_secs = _Series(float)  # seconds of each batch
-    kv_used = _Series(np.int64)  # KV tokens held after each batch
-    finished = 0
-    j = 0
-    cost = problem.cost
-    max_iterations = 50 * int((s.I0 + s.O).sum()) + 1000
-
-    def evict(v: int) -> None:
-        ev_b.append(j), ev_r.append(v)
-        if s.m[v] >= s.Iin[v]:
-            s.Iin[v] = s.m[v] + 1
-        s.m[v] = 0
-        s.alloc_total -= int(s.alloc[v])
-        s.alloc[v] = 0
-        s.evictions[v] += 1
-        s.running.remove(v)
-        s.waiting.appendleft(v)
-
-    while finished < n:
-        if j > max_iterations:
-            raise PlannerError(f"simulation of {config.name} did not finish within {max_iterations} iterations")
-        while next_arrival < n and s.arrival[arrivals_sorted[next_arrival]] <= t:
-            s.waiting.append(int(arrivals_sorted[next_arrival]))
-            next_arrival += 1
-        if not s.running and not s.waiting:
-            t = float(s.arrival[arrivals_sorted[next_arrival]])
-            continue
-
-        # ---------------- GetNextBatch ----------------
-        evictions_before = len(ev_b)
-        ids: list[int] = []
-        toks: list[int] = []
-        dec_ids = np.zeros(0, np.int64)  # bulk-added decodes
-        used = 0
-        has_prefill = has_decode = False
-        new_running: list[int] = []
-        in_batch: set[int] = set()
-        stuck_reason = ""
-
-        def add_prefill(i: int, is_running: bool) -> str:
-            """Try to add prefill candidate i; '' on success, else the failure reason."""
-            nonlocal used, has_prefill
-            rem = int(s.Iin[i] - s.m[i])
-            budget = min(C - used, P - used)
-            if config.chunked:
-                c = min(rem, budget)
-                if c < 1:
-                    return "tokens"
-            else:
-                if rem > budget:
-                    return "tokens"
-                c = rem
-            if not is_running and len(s.running) + len(new_running) >= R_max:
-                return "rmax"
-            target = int(ef_need[i]) if not config.evict else int(s.Iin[i])
-            need = max(0, target - int(s.alloc[i]))
-            if need > M - s.alloc_total:
-                if config.evict and is_running:
-                    while need > M - s.alloc_total:
-                        victims = [v for v in s.running if v not in in_batch and v != i]
-                        if not victims:
-                            evict(i)
-                            return "evicted"
-                        evict(victims[-1])
-                else:
-                    return "memory"
-            s.alloc[i] += need
-            s.alloc_total += need
-            if not is_running:
-                new_running.append(i)
-            ids.append(i), toks.append(c), in_batch.add(i)
-            used += c
-            has_prefill = True
-            return ""
-
-        def add_decodes(cands: np.ndarray) -> None:
-            """Decode candidates in order: bulk with numpy, one by one only when KV runs out."""
-            nonlocal used, has_decode, dec_ids
-            if cands.size == 0:
-                return
-            room = C - used
-            cands = cands[:max(room, 0)]
-            if cands.size == 0:
-                return
-            need = (s.alloc[cands] < s.m[cands] + 1).astype(np.int64)
-            free = M - s.alloc_total
-            fits = np.cumsum(need) <= free
-            k = cands.size if fits.all() else int(np.argmin(fits))
-            take = cands[:k]
-            s.alloc[take] += need[:k]
-            s.alloc_total += int(need[:k].sum())
-            chosen = [take]
-            if k < cands.size:
-                if not config.evict:
-                    pass  # eviction-free: go to the next group
-                else:
-                    in_batch.update(take.tolist())
-                    for i in cands[k:].tolist():
-                        if i not in s.running:  # evicted as a victim meanwhile
-                            continue
-                        if used + sum(len(x) for x in chosen) >= C:
-                            break
-                        nd = 1 if s.alloc[i] < s.m[i] + 1 else 0
-                        ok = True
-                        while nd > M - s.alloc_total:
-                            victims = [v for v in s.running if v not in in_batch and v != i]
-                            if not victims:
-                                evict(i)
-                                ok = False
-                                break
-                            evict(victims[-1])
-                        if ok:
-                            s.alloc[i] += nd
-                            s.alloc_total += nd
-                            chosen.append(np.array([i], np.int64))
-                            in_batch.add(i)
-            got = np.concatenate(chosen)
-            if got.size:
-                dec_ids = np.concatenate([dec_ids, got])
-                in_batch.update(got.tolist())
-                used += int(got.size)
-                has_decode = True
-
-        def waiting_group() -> None:
-            nonlocal stuck_reason
-            if not config.hybrid and has_decode:
-                return
-            while s.waiting:
-                i = s.waiting[0]
-                why = add_prefill(i, False)
-                if why:
-                    stuck_reason = stuck_reason or f"request {problem.requests[i].id!r} cannot be admitted ({why})"
-                    return
-                s.waiting.popleft()
-
-        def running_prefills() -> None:
-            if not config.hybrid and has_decode:
-                return
-            for i in [v for v in s.running if s.m[v] < s.Iin[v]]:
-                if i in in_batch or i not in s.running:
-                    continue
-                why = add_prefill(i, True)
-                if why == "memory":
-                    return
-
-        def running_decodes() -> None:
-            if not config.hybrid and has_prefill:
-                return
-            run = np.fromiter(s.running, np.int64, len(s.running))
-            if run.size:
-                add_decodes(run[(s.m[run] >= s.Iin[run]) & ~np.isin(run, list(in_batch))])
-
-        if config.priority == "prefill":
-            waiting_group()
-            running_prefills()
-            running_decodes()
-        else:
-            running_decodes()
-            running_prefills()
-            waiting_group()
-        s.running.extend(new_running)
-
-        if not ids and dec_ids.size == 0:
-            if next_arrival < n and not s.running:
-                t = max(t, float(s.arrival[arrivals_sorted[next_arrival]]))
-                continue
-            if len(ev_b) > evictions_before:  # only evictions happened: they are recorded with the next
-                continue  # batch (a batch runs ≥ 1 token; the validator rejects token-free batches)
-            if next_arrival < n:
-                t = max(t, float(s.arrival[arrivals_sorted[next_arrival]]))
-                continue
-            raise InfeasibleError(f"scheduler {config.name} is stuck: {stuck_reason or 'no request can run'} "
-                                  f"(C={C}, P={P}, M={M}, R_max={R_max})")
-
-        # ---------------- Process ----------------
-        p_ids = np.asarray(ids, np.int64)
-        p_c = np.asarray(toks, np.int64)
-        d_kv = int(s.m[dec_ids].sum())
-        if p_ids.size == 0 and not s.waiting and next_arrival >= n:
-            steps = _decode_stretch(s, dec_ids, M)
-        else:
-            steps = 1
-        if max_batches is not None and j + steps > max_batches:
-            raise WorkLimitError(config.name, n, max_batches, j + steps)
-        secs = cost.batch_seconds(int(p_c.sum()) + dec_ids.size, float((p_c.astype(float) ** 2).sum()), p_ids.size,
-                                  d_kv, dec_ids.size)
-        if steps > 1:
-            k = np.arange(steps)
-            per = cost.batch_seconds_array(np.full(steps, dec_ids.size), 0.0, 0, d_kv + dec_ids.size * k,
-                                           np.full(steps, dec_ids.size))
-            base_m = int(s.m.sum())
-            # the whole stretch as three arrays (batch-major, the same entries as one record per step)
-            rec_b.append(np.repeat(np.arange(j, j + steps, dtype=np.int64), dec_ids.size))
-            rec_r.append(np.tile(dec_ids, steps))
-            rec_c.append(np.ones(dec_ids.size * steps, np.int64))
-            kv_used.extend(base_m + dec_ids.size * (k + 1))
-            batch_secs.extend(per)
-            s.m[dec_ids] += steps
-            s.alloc_total += int(np.maximum(s.m[dec_ids] - s.alloc[dec_ids], 0).sum())
-            s.alloc[dec_ids] = np.maximum(s.alloc[dec_ids], s.m[dec_ids])
-            s.gen[dec_ids] += steps
-            t_ends = t + np.cumsum(per)
-            t = float(t_ends[-1])
-            j += steps
-            done_ids = dec_ids[s.gen[dec_ids] >= s.O[dec_ids]]
-        else:
-            all_ids = np.concatenate([p_ids, dec_ids])
-            all_c = np.concatenate([p_c, np.ones(dec_ids.size, np.int64)])
-            rec_b.append(np.full(all_ids.size, j)), rec_r.append(all_ids), rec_c.append(all_c)
-            s.m[all_ids] += all_c
-            t += secs
-            batch_secs.append(secs)
-            kv_used.append(int(s.m.sum()))
-            j += 1
-            gen_now = all_ids[s.m[all_ids] >= s.Iin[all_ids]]
-            s.gen[gen_now] += 1
-            done_ids = gen_now[s.gen[gen_now] >= s.O[gen_now]]
-        new_first = np.isnan(s.first[np.concatenate([p_ids, dec_ids])])
-        touched = np.concatenate([p_ids, dec_ids])[new_first]
-        touched = touched[s.gen[touched] > 0]
-        if touched.size:  # first token at the end of the batch that generated it (stretches start with ≥1 token)
-            s.first[touched] = t - (float(np.sum(per[1:])) if steps > 1 else 0.0)
-        if done_ids.size:
-            s.finish[done_ids] = t
-            s.alloc_total -= int(s.alloc[done_ids].sum())
-            s.alloc[done_ids] = 0
-            s.m[done_ids] = 0
-            done = set(done_ids.tolist())
-            s.running = [v for v in s.running if v not in done]
-            finished += len(done)
-
-    per_request = {
-        "ttft": s.first - s.arrival,
-        "tpot": np.where(s.O > 1, (s.finish - s.first) / np.maximum(s.O - 1, 1), np.nan),
-        "e2e": s.finish - s.arrival,
-        "finish": s.finish,
-        "evictions": s.evictions,
-    }
-    schedule = Schedule(j, _concatenate(rec_b), _concatenate(rec_r), _concatenate(rec_c),
-                        np.asarray(ev_b, np.int64), np.asarray(ev_r, np.int64),
-                        tuple(r.id for r in problem.requests))
-    secs_arr = batch_secs.array()
-    kv_arr = kv_used.array()
-    metrics = summary_metrics(problem, per_request, t, secs_arr, kv_arr, int(s.evictions.sum()))
-    metrics.update({"scheduler": config.name, "C": C, "P": P, "M": M, "R_max": R_max})
-    schedule = schedule.with_results(metrics, per_request, secs_arr, kv_arr)
-    return SimulationResult(config, schedule, time.perf_counter() - start)
+    return run_phases(SIMULATION_PHASES, _SimulationRun(problem, config, overrides, max_batches))
 
 
 def _concatenate(parts: list[np.ndarray]) -> np.ndarray:

@@ -36,7 +36,7 @@ from planner.solver import ModelBuilder, SolveOptions, SolveStatus, solve
 
 def lazy_plan(problem: BatchingProblem, N: int, together: bool = True,
               node_limit: int = 200, time_limit: float = 30.0, threads: int | None = None,
-              info: dict | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+              info: dict | None = None, solver: str = "highs") -> tuple[np.ndarray, np.ndarray] | None:
     """Start batch s_i and last-token batch f_i of every request such that the lazy trajectories fit
     M within N batches, with the fewest prefill batches; None if there is none.  A small MIP over
     binary y_{i,s,f} (s = 1 when ``together``) and up_s::
@@ -65,7 +65,7 @@ def lazy_plan(problem: BatchingProblem, N: int, together: bool = True,
         rows.append(j - 1), cols.append(np.full(j.size, y.col(k))), vals.append(kv.astype(float))
     mb.add_constraints("lazy_memory", N, np.concatenate(rows), np.concatenate(cols), np.concatenate(vals),
                        upper=float(problem.M))
-    out = solve(mb.build(), "highs", SolveOptions(time_limit=time_limit, node_limit=node_limit, threads=threads))
+    out = solve(mb.build(), solver, SolveOptions(time_limit=time_limit, node_limit=node_limit, threads=threads))
     if info is not None:
         info["stopped_on_time"] = stopped_on_time(out)
     if out.x is None:
@@ -80,7 +80,7 @@ def lazy_plan(problem: BatchingProblem, N: int, together: bool = True,
 
 def single_prefill_batch_impossible(problem: BatchingProblem, J: int, time_limit: float = 20.0,
                                     threads: int | None = None, node_limit: int | None = None,
-                                    info: dict | None = None) -> bool:
+                                    info: dict | None = None, solver: str = "highs") -> bool:
     """True only if it is *proven* that no schedule of ≤ J batches starts every request together with no
     eviction (the lazy-plan MIP with s = 1 is infeasible; C, P and R_max are relaxed).  ``node_limit``
     stops the proof attempt after that many nodes (False: nothing proven); ``info["stopped_on_time"]``
@@ -101,7 +101,7 @@ def single_prefill_batch_impossible(problem: BatchingProblem, J: int, time_limit
         rows.append(j - 1), cols.append(np.full(j.size, y.col(k))), vals.append((I[i] + np.maximum(0, O[i] - 1 - (f - j))).astype(float))
     mb.add_constraints("lazy_memory", J, np.concatenate(rows), np.concatenate(cols), np.concatenate(vals),
                        upper=float(problem.M))
-    out = solve(mb.build(), "highs", SolveOptions(time_limit=time_limit, threads=threads, node_limit=node_limit))
+    out = solve(mb.build(), solver, SolveOptions(time_limit=time_limit, threads=threads, node_limit=node_limit))
     if info is not None:
         info["stopped_on_time"] = stopped_on_time(out)
     return out.status == SolveStatus.INFEASIBLE
@@ -109,12 +109,12 @@ def single_prefill_batch_impossible(problem: BatchingProblem, J: int, time_limit
 
 def staggered_schedule(problem: BatchingProblem, N: int, together: bool = True,
                        threads: int | None = None, time_limit: float = 30.0,
-                       info: dict | None = None) -> Schedule | None:
+                       info: dict | None = None, solver: str = "highs") -> Schedule | None:
     """The lazy schedule of `lazy_plan` (token-free batches dropped), or None."""
     I, O = problem.inputs.astype(np.int64), problem.outputs.astype(np.int64)
     if problem.online or problem.n > problem.running_limit or N < int(O.max()):
         return None
-    plan = lazy_plan(problem, N, together, threads=threads, time_limit=time_limit, info=info)
+    plan = lazy_plan(problem, N, together, threads=threads, time_limit=time_limit, info=info, solver=solver)
     if plan is None:
         return None
     start, finish = plan
@@ -124,7 +124,7 @@ def staggered_schedule(problem: BatchingProblem, N: int, together: bool = True,
         for j in range(finish[i] - O[i] + 2, finish[i] + 1):
             batches[j - 1][i] = 1
     batches = [b for b in batches if b]
-    return Schedule.from_batches(batches, None, tuple(r.id for r in problem.requests))
+    return Schedule.from_batches(batches, None, tuple(r.request_id for r in problem.requests))
 
 
 #: Time limit of one lazy-plan MIP (a safety net: they stop at a node limit first).
@@ -155,7 +155,7 @@ MAX_FREE_START_REQUESTS = 10
 def best_staggered(problem: BatchingProblem, extra: int = 6, extra_free: int = 2,
                    threads: int | None = None, max_batches: int | None = None,
                    deadline: float | None = None, clock=None,
-                   share: float | None = None) -> tuple[Schedule, float] | None:
+                   share: float | None = None, solver: str = "highs") -> tuple[Schedule, float] | None:
     """Cheapest valid lazy schedule, with its latency (the validator's replay), or None: start-together
     plans for N = N_min … N_min+extra, then (n ≤ `MAX_FREE_START_REQUESTS`) free starts for
     N = N_min … N_min+extra_free (fewer batches than the best so far only).  Stops at the combinatorial lower bound.  Deterministic: the
@@ -167,7 +167,8 @@ def best_staggered(problem: BatchingProblem, extra: int = 6, extra_free: int = 2
     `planner.core.work.WorkClock`): a plan MIP starts only if its nominal seconds
     (`effort.plan_mip_seconds` of its size at `PLAN_NODE_LIMIT` nodes) fit within ``share`` (default
     `effort.HEURISTIC_SHARE`) of the clock's limit, and is charged them; its wall time limit is what the
-    clock has left (a guard: a plan MIP stopped by it sets ``clock.wall_cut``)."""
+    clock has left (a guard: a plan MIP stopped by it sets ``clock.wall_cut``).  ``solver``: the backend of the
+    plan MIPs (the run's solver, `planner.solver.solve`)."""
     from planner.batching import effort
     if problem.online:
         return None
@@ -193,7 +194,7 @@ def best_staggered(problem: BatchingProblem, extra: int = 6, extra_free: int = 2
                 clock.charge(nominal)
                 limit = min(limit, clock.wall_left())
             info: dict = {}
-            schedule = staggered_schedule(problem, N, together, threads, time_limit=limit, info=info)
+            schedule = staggered_schedule(problem, N, together, threads, time_limit=limit, info=info, solver=solver)
             if clock is not None and info.get("stopped_on_time"):
                 clock.wall_cut = True
             if schedule is None:

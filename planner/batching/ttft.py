@@ -64,7 +64,7 @@ from planner.batching.schedule import Schedule
 def first_token_problem(problem: BatchingProblem) -> BatchingProblem:
     """The first-token instance (module docstring): the same requests, arrivals, limits and costs, every
     output length 1."""
-    requests = tuple(r.model_copy(update={"output_len": 1}) for r in problem.requests)
+    requests = tuple(r.model_copy(update={"output_tokens": 1}) for r in problem.requests)
     return problem.model_copy(update={"requests": requests, "name": f"{problem.name}-first-tokens"})
 
 

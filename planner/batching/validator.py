@@ -1,6 +1,6 @@
 """Independent schedule validator: replays any schedule batch by batch and recomputes its cost.
 
-Shares no code with the formulation or the simulator.  Rules checked (FORMULATIONS.md §3.3):
+Shares no code with the formulation or the simulator.  Rules checked (docs/formulations.md §3.3):
 
 * per batch: Σc ≤ C, prefill tokens ≤ P, Σ KV held after the batch ≤ M, requests holding KV
   after the batch ≤ R_max;
@@ -44,7 +44,7 @@ def validate_schedule(problem: BatchingProblem, schedule: Schedule, objective: s
     n = len(reqs)
     P = problem.P if problem.P is not None else problem.C
     R_max = problem.R_max if problem.R_max is not None else n
-    Iin = [r.input_len for r in reqs]
+    Iin = [r.input_tokens for r in reqs]
     kv = [0] * n
     produced = [0] * n
     first_token = [math.nan] * n
@@ -64,9 +64,9 @@ def validate_schedule(problem: BatchingProblem, schedule: Schedule, objective: s
         where = f"batch {j}"
         for i in evicted:
             if i in entries:
-                bad("evict_no_tokens", f"{where}, request {reqs[i].id}", entries[i], 0,
-                    f"{where}: request {reqs[i].id} is evicted and processes tokens")
-            if kv[i] > 0 and produced[i] < reqs[i].output_len:
+                bad("evict_no_tokens", f"{where}, request {reqs[i].request_id}", entries[i], 0,
+                    f"{where}: request {reqs[i].request_id} is evicted and processes tokens")
+            if kv[i] > 0 and produced[i] < reqs[i].output_tokens:
                 eviction_count += 1
             if kv[i] >= Iin[i]:  # decode-phase victim: generated tokens become prompt
                 Iin[i] = kv[i] + 1
@@ -77,20 +77,20 @@ def validate_schedule(problem: BatchingProblem, schedule: Schedule, objective: s
         start = clock
         for i, c in entries.items():
             r = reqs[i]
-            start = max(start, r.arrival)
-            if produced[i] >= r.output_len:
-                bad("finished", f"{where}, request {r.id}", c, 0, f"{where}: request {r.id} runs after finishing")
+            start = max(start, r.arrival_s)
+            if produced[i] >= r.output_tokens:
+                bad("finished", f"{where}, request {r.request_id}", c, 0, f"{where}: request {r.request_id} runs after finishing")
                 continue
             if kv[i] >= Iin[i]:  # decode
                 if c > 1:
-                    bad("decode_one_token", f"{where}, request {r.id}", c, 1,
-                        f"{where}: decode request {r.id} processes {c} tokens")
+                    bad("decode_one_token", f"{where}, request {r.request_id}", c, 1,
+                        f"{where}: decode request {r.request_id} processes {c} tokens")
                 n_decode += 1
                 kv_read += kv[i]
             else:
                 if kv[i] + c > Iin[i]:
-                    bad("prefill_overrun", f"{where}, request {r.id}", kv[i] + c, Iin[i],
-                        f"{where}: prefill of {r.id} overruns its input ({kv[i]}+{c} > {Iin[i]})")
+                    bad("prefill_overrun", f"{where}, request {r.request_id}", kv[i] + c, Iin[i],
+                        f"{where}: prefill of {r.request_id} overruns its input ({kv[i]}+{c} > {Iin[i]})")
                 n_prefill += 1
                 prefill_tokens += c
                 square_sum += c * c
@@ -110,28 +110,28 @@ def validate_schedule(problem: BatchingProblem, schedule: Schedule, objective: s
             kv[i] += c
             held += c
             holding += (kv[i] > 0) - was_holding
-            if kv[i] >= Iin[i] and produced[i] < reqs[i].output_len:
+            if kv[i] >= Iin[i] and produced[i] < reqs[i].output_tokens:
                 produced[i] += 1
                 if math.isnan(first_token[i]):
                     first_token[i] = clock
-                if produced[i] == reqs[i].output_len:
+                if produced[i] == reqs[i].output_tokens:
                     done_at[i] = clock
         if held > problem.M:
             bad("M", where, held, problem.M, f"{where}: {held} KV tokens held > M={problem.M}")
         if holding > R_max:
             bad("R_max", where, holding, R_max, f"{where}: {holding} running requests > R_max={R_max}")
         for i in entries:  # finished requests release their KV after their last batch (only a request
-            if produced[i] >= reqs[i].output_len:  # of this batch can hold KV once finished)
+            if produced[i] >= reqs[i].output_tokens:  # of this batch can hold KV once finished)
                 held -= kv[i]
                 holding -= kv[i] > 0
                 kv[i] = 0
     for i, r in enumerate(reqs):
-        if produced[i] != r.output_len:
-            bad("termination", f"request {r.id}", produced[i], r.output_len,
-                f"request {r.id} generated {produced[i]} of {r.output_len} tokens")
+        if produced[i] != r.output_tokens:
+            bad("termination", f"request {r.request_id}", produced[i], r.output_tokens,
+                f"request {r.request_id} generated {produced[i]} of {r.output_tokens} tokens")
     finished = all(not math.isnan(x) for x in done_at)
     latency = clock
-    ttfts = [first_token[i] - reqs[i].arrival for i in range(n)]
+    ttfts = [first_token[i] - reqs[i].arrival_s for i in range(n)]
     mean_ttft = sum(ttfts) / n if finished else math.inf
     value = latency if objective == "latency" else mean_ttft
     return ValidationReport(

@@ -54,9 +54,9 @@ batch times and splitting every batch into its prefill and decode parts (a hybri
      With ``t_i ≥ c2 + s_i`` (s_i = Σ_{j∈i} e_j) and Σ_i b_i = N: ``Σ_i b_i·s_i ≤ (τ − c2)·N``.
      Cauchy–Schwarz per iteration gives ``b_i·s_i ≥ q_i²`` with ``q_i = Σ_{j∈i} √e_j``, and over
      iterations ``Q² = (Σ_i q_i)² ≤ R·Σ_i q_i²``; hence **R ≥ Q² / ((τ − c2)·N)** with
-     ``Q = Σ_S Σ_j √e_j``.  This is FORMULATIONS §7.1's ``T·(E_tok[√(k2 + k3·c)])²/(τ − c2)``,
-     verified, with two corrections: the budget of a request is τ·(O − 1) over its O − 1 decode
-     tokens (not τ·O over O tokens), and the context of the j-th token's entry is I + j − 2.  The
+     ``Q = Σ_S Σ_j √e_j``.  Per token this reads ``T·(E_tok[√(k2 + k3·c)])²/(τ − c2)``
+     (docs/formulations.md §7.1), with the budget of a request τ·(O − 1) over its O − 1 decode
+     tokens and the context of the j-th token's entry I + j − 2.  The
      bound is the exact optimum of its relaxation (equal q_i, batches of equal context with
      b ∝ 1/√e).  Q is replaced by the lower bound ``Σ_r ∫_{−1/2}^{O_r − 3/2} √(k2 + k3·(I_r + x)) dx``
      (midpoint rule: √ is concave), which only lowers R.

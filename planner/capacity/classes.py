@@ -323,7 +323,7 @@ def class_mixed_answers(scenario, table, params: dict[str, dict[str, Any]], conf
                                    configurations=confs,
                                    provenance=f"per-worker rates per size class measured by the fleet simulator at "
                                               f"{rate:g} req/s")
-        plan = solve_class_plan(problem, time_limit=10.0, seed=scenario.seed)
+        plan = solve_class_plan(problem, solver=scenario.solver, time_limit=10.0, seed=scenario.seed)
         if plan.solution is None:
             answers.append(MixedAnswer(counts={}, gpus={}, usd_per_hour=nan, plan_usd_per_hour=nan,
                                        plan_bound_usd_per_hour=plan.bound, plan_status=plan.status.value, repairs=0,

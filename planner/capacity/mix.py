@@ -278,7 +278,7 @@ def mixed_answer(scenario, table, params: dict[str, dict[str, Any]], configs,
                                classes=(RequestClass(model_index=0, name="workload", rate=top),),
                                configurations=confs,
                                provenance=f"per-worker rates measured by the fleet simulator at {top:g} req/s")
-    plan = solve_class_plan(problem, time_limit=10.0, seed=scenario.seed)
+    plan = solve_class_plan(problem, solver=scenario.solver, time_limit=10.0, seed=scenario.seed)
     if plan.solution is None:
         return MixedAnswer(top, {}, {}, float("nan"), float("nan"), plan.bound, plan.status.value, 0, False,
                            float("nan"), float("nan"), float("nan"), setting.best_label, setting.best_usd, mus,

@@ -35,7 +35,8 @@ Outputs (`planner capacity` on a ``models:`` file): each model's points table, i
 cost-model lines, then the joint table (per point and model: fleet, $/h, verdict, best single, planned
 alone; a total row per point saying whether the alone plans overdraw the inventory).  ``--out DIR``:
 each model's report files in ``DIR/<model slug>/``, ``DIR/report.html`` (joint section and plot, links
-to the models' reports) and ``DIR/joint.csv`` (`JOINT_COLUMNS`).  ``--json``: ``models`` (each model's
+to the models' reports) and ``DIR/joint.csv`` (`planner.capacity.report.JOINT_COLUMNS`; the report files are
+written by `planner.capacity.report.write_multi_outputs`).  ``--json``: ``models`` (each model's
 single-model object plus ``model``, ``fingerprint``, ``directory``), ``joint_fleets`` (`JointAnswer.to_dict`
 per point), ``status`` (`multi_status`), ``objective`` = the joint $/h at the last point; ``bound`` and
 ``gap`` are null (the joint mix is checked by simulation, not proven; each model's certified bounds are
@@ -93,7 +94,7 @@ class ModelShare:
     note: str = ""
 
     def fleet(self) -> str:
-        return " + ".join(f"{n} × {name}" for name, n in self.counts.items() if n) or "-"
+        return _fleet_text(self.counts)
 
 
 @dataclass
@@ -216,13 +217,73 @@ def joint_answers(multi: MultiScenario, results: list[CapacityResult]) -> list[J
     return [joint_answer(multi, results, i) for i in range(multi.points)]
 
 
+def _joint_problem(multi: MultiScenario, settings: list[MixSetting], rates: dict[str, float], index: int
+                   ) -> tuple[Any, list[tuple[int, int]]]:
+    """The request-class problem of joint point ``index`` (module docstring, step 1) and, per configuration,
+    its (model, configuration of that model's setting)."""
+    from planner.deployment.classes import ClassPlanProblem, Configuration, GPUType, RequestClass
+
+    names = [g.spec.name for g in multi.gpus]
+    prices = {g.spec.name: float(g.spec.price_per_hour) for g in multi.gpus}  # type: ignore[arg-type]
+    confs, owner = [], []
+    for m, st in enumerate(settings):
+        for c, label in enumerate(st.labels):
+            gpu, tp = st.keys[c]
+            mu = st.rate / int(st.rows.iloc[c].workers)
+            confs.append(Configuration(name=label, model_index=m, gpu_index=names.index(gpu), tensor_parallel=tp,
+                                       capacity=((m, mu),)))
+            owner.append((m, c))
+    problem = ClassPlanProblem(
+        name=f"{multi.name}: joint point {index + 1}", models=tuple(s.model.name for s in multi.models),
+        gpus=tuple(GPUType(name=g.spec.name, price_per_gpu_hour=prices[g.spec.name], available=g.available,
+                           source="catalog") for g in multi.gpus),
+        classes=tuple(RequestClass(model_index=m, name="workload", rate=rates[s.model.name])
+                      for m, s in enumerate(multi.models)),
+        configurations=tuple(confs),
+        provenance="per-worker rates measured by the fleet simulator at each model's rate")
+    return problem, owner
+
+
+def _checked_share(multi: MultiScenario, m: int, result: CapacityResult, params: dict[str, dict[str, Any]],
+                   settings: list[MixSetting], planned: list[np.ndarray], final: list[np.ndarray | None]) -> ModelShare:
+    """Model m's sub-fleet simulated within the inventory the other models leave (module docstring, step 2),
+    with its comparisons (step 3); ``final[m]`` is set to its checked counts."""
+    scenario, st = multi.models[m], settings[m]
+    inventory = {g.spec.name: g.available for g in multi.gpus}
+    others: dict[str, int] = {}
+    for j, other in enumerate(settings):
+        if j != m:
+            others = _add(others, gpu_counts(other, final[j] if final[j] is not None else planned[j]))
+    remaining = {g: None if n is None else n - others.get(g, 0) for g, n in inventory.items()}
+    local = model_setting(scenario, result, params, st.rate, remaining)
+    groups, worst = capacity_routing(local)
+    got = check_mix(local, planned[m], groups=groups, worst=worst)
+    counts = np.asarray(got["counts"], int)
+    final[m] = counts
+    rows = st.rows
+    cheapest = next(rows.sort_values(["usd_per_hour", "gpus"]).itertuples())
+    alone = _alone(result, st, st.rate)
+    return ModelShare(
+        model=scenario.model.name, rate=st.rate,
+        counts={label: int(n) for label, n in zip(st.labels, counts)}, gpus=gpu_counts(st, counts),
+        usd_per_hour=float(st.price() @ counts),
+        plan_counts={label: int(n) for label, n in zip(st.labels, planned[m])},
+        plan_usd_per_hour=float(st.price() @ planned[m]), met=bool(got["met"]), repairs=int(got["repairs"]),
+        source=got["source"], p_ttft_s=float(got["p_ttft_s"]), p_tpot_s=float(got["p_tpot_s"]),
+        attainment=float(got["attainment"]), criterion=scenario.criterion_label, check=got["check"],
+        capacities={label: st.rate / int(r.workers) for label, r in zip(st.labels, rows.itertuples())},
+        best_single=f"{int(cheapest.workers)} × {cheapest.gpu} TP{int(cheapest.tensor_parallel)}",
+        best_single_usd_per_hour=float(cheapest.usd_per_hour), best_single_gpus={cheapest.gpu: int(cheapest.gpus)},
+        alone=alone[0], alone_usd_per_hour=alone[1], alone_gpus=alone[2], alone_met=alone[3],
+        note=got.get("note", ""))
+
+
 def joint_answer(multi: MultiScenario, results: list[CapacityResult], index: int) -> JointAnswer:
     """Plan, check and compare joint point ``index`` (module docstring)."""
-    from planner.deployment.classes import ClassPlanProblem, Configuration, GPUType, RequestClass, solve_class_plan
+    from planner.deployment.classes import solve_class_plan
 
     inventory = {g.spec.name: g.available for g in multi.gpus}
     names = [g.spec.name for g in multi.gpus]
-    prices = {g.spec.name: float(g.spec.price_per_hour) for g in multi.gpus}  # type: ignore[arg-type]
     rates = {s.model.name: float(s.rates[index]) for s in multi.models}
     params = [_params(r) for r in results]
     settings = [model_setting(s, r, p, s.rates[index], inventory) for s, r, p in zip(multi.models, results, params)]
@@ -234,58 +295,15 @@ def joint_answer(multi: MultiScenario, results: list[CapacityResult], index: int
 
     if missing:
         return empty(f"no configuration has an answer for {', '.join(missing)} at its rate")
-    confs, owner = [], []
-    for m, st in enumerate(settings):
-        for c, label in enumerate(st.labels):
-            gpu, tp = st.keys[c]
-            mu = st.rate / int(st.rows.iloc[c].workers)
-            confs.append(Configuration(name=label, model_index=m, gpu_index=names.index(gpu), tensor_parallel=tp,
-                                       capacity=((m, mu),)))
-            owner.append((m, c))
-    problem = ClassPlanProblem(
-        name=f"{multi.name}: joint point {index + 1}", models=tuple(s.model.name for s in multi.models),
-        gpus=tuple(GPUType(name=g, price_per_gpu_hour=prices[g], available=inventory[g], source="catalog")
-                   for g in names),
-        classes=tuple(RequestClass(model_index=m, name="workload", rate=rates[s.model.name])
-                      for m, s in enumerate(multi.models)),
-        configurations=tuple(confs),
-        provenance="per-worker rates measured by the fleet simulator at each model's rate")
-    seed = multi.models[0].seed
-    plan = solve_class_plan(problem, time_limit=10.0, seed=seed)
+    problem, owner = _joint_problem(multi, settings, rates, index)
+    plan = solve_class_plan(problem, solver=multi.models[0].solver, time_limit=10.0, seed=multi.models[0].seed)
     if plan.solution is None:
         return empty(f"no joint fleet within the inventory: {plan.message}", plan.bound, plan.status.value)
     planned = [np.zeros(len(st.labels), int) for st in settings]
     for (m, c), n in zip(owner, plan.solution.counts):
         planned[m][c] = int(n)
     final: list[np.ndarray | None] = [None] * len(settings)
-    shares = []
-    for m, (scenario, result, st) in enumerate(zip(multi.models, results, settings)):
-        others: dict[str, int] = {}
-        for j, other in enumerate(settings):
-            if j != m:
-                others = _add(others, gpu_counts(other, final[j] if final[j] is not None else planned[j]))
-        remaining = {g: None if inventory[g] is None else inventory[g] - others.get(g, 0) for g in names}
-        local = model_setting(scenario, result, params[m], st.rate, remaining)
-        groups, worst = capacity_routing(local)
-        got = check_mix(local, planned[m], groups=groups, worst=worst)
-        counts = np.asarray(got["counts"], int)
-        final[m] = counts
-        rows = st.rows
-        cheapest = next(rows.sort_values(["usd_per_hour", "gpus"]).itertuples())
-        alone = _alone(result, st, st.rate)
-        shares.append(ModelShare(
-            model=scenario.model.name, rate=st.rate,
-            counts={label: int(n) for label, n in zip(st.labels, counts)}, gpus=gpu_counts(st, counts),
-            usd_per_hour=float(st.price() @ counts),
-            plan_counts={label: int(n) for label, n in zip(st.labels, planned[m])},
-            plan_usd_per_hour=float(st.price() @ planned[m]), met=bool(got["met"]), repairs=int(got["repairs"]),
-            source=got["source"], p_ttft_s=float(got["p_ttft_s"]), p_tpot_s=float(got["p_tpot_s"]),
-            attainment=float(got["attainment"]), criterion=scenario.criterion_label, check=got["check"],
-            capacities={label: st.rate / int(r.workers) for label, r in zip(st.labels, rows.itertuples())},
-            best_single=f"{int(cheapest.workers)} × {cheapest.gpu} TP{int(cheapest.tensor_parallel)}",
-            best_single_usd_per_hour=float(cheapest.usd_per_hour), best_single_gpus={cheapest.gpu: int(cheapest.gpus)},
-            alone=alone[0], alone_usd_per_hour=alone[1], alone_gpus=alone[2], alone_met=alone[3],
-            note=got.get("note", "")))
+    shares = [_checked_share(multi, m, result, params[m], settings, planned, final) for m, result in enumerate(results)]
     total: dict[str, int] = {}
     singles: dict[str, int] = {}
     alone_gpus: dict[str, int] = {}
@@ -306,48 +324,10 @@ def joint_answer(multi: MultiScenario, results: list[CapacityResult], index: int
         note="; ".join(f"{s.model}: {s.note}" for s in shares if s.note))
 
 
-# ---- outputs ---------------------------------------------------------------------------------------
-
-#: Columns of ``joint.csv``: one row per joint point and model, then one ``total`` row per joint point.
-JOINT_COLUMNS = ("point", "model", "rate", "fleet", "gpus", "usd_per_hour", "met", "source", "repairs",
-                 "plan_fleet", "plan_usd_per_hour", "plan_bound_usd_per_hour", "plan_status", "best_single",
-                 "best_single_usd_per_hour", "alone", "alone_usd_per_hour", "alone_fits_inventory", "p_ttft_s",
-                 "p_tpot_s", "attainment", "criterion", "note")
-
-#: The files `write_multi_outputs` writes at the top of the output directory (each model's own report
-#: files, `planner.capacity.report.REPORT_FILES`, go into its sub-directory).
-MULTI_REPORT_FILES = {"report": "report.html", "joint": "joint.csv"}
-
+# ---- status (the report files: planner.capacity.report) ------------------------------------------
 
 def _fleet_text(counts: dict[str, int]) -> str:
     return " + ".join(f"{n} × {name}" for name, n in counts.items() if n) or "-"
-
-
-def joint_frame(answers: list[JointAnswer]) -> "pd.DataFrame":
-    """``joint.csv`` (`JOINT_COLUMNS`)."""
-    import pandas as pd
-
-    rows = []
-    for j in answers:
-        for s in j.models:
-            rows.append({"point": j.index + 1, "model": s.model, "rate": s.rate, "fleet": s.fleet(),
-                         "gpus": _gpu_text(s.gpus), "usd_per_hour": s.usd_per_hour, "met": s.met, "source": s.source,
-                         "repairs": s.repairs, "plan_fleet": _fleet_text(s.plan_counts),
-                         "plan_usd_per_hour": s.plan_usd_per_hour, "plan_bound_usd_per_hour": None,
-                         "plan_status": j.plan_status, "best_single": s.best_single,
-                         "best_single_usd_per_hour": s.best_single_usd_per_hour, "alone": s.alone,
-                         "alone_usd_per_hour": s.alone_usd_per_hour, "alone_fits_inventory": None,
-                         "p_ttft_s": s.p_ttft_s, "p_tpot_s": s.p_tpot_s, "attainment": s.attainment,
-                         "criterion": s.criterion, "note": s.note})
-        rows.append({"point": j.index + 1, "model": "total", "rate": None, "fleet": None, "gpus": _gpu_text(j.gpus),
-                     "usd_per_hour": j.usd_per_hour, "met": j.met, "source": None, "repairs": None,
-                     "plan_fleet": None, "plan_usd_per_hour": j.plan_usd_per_hour,
-                     "plan_bound_usd_per_hour": j.plan_bound_usd_per_hour, "plan_status": j.plan_status,
-                     "best_single": _gpu_text(j.best_singles_gpus),
-                     "best_single_usd_per_hour": j.best_singles_usd_per_hour, "alone": _gpu_text(j.alone_gpus),
-                     "alone_usd_per_hour": j.alone_usd_per_hour, "alone_fits_inventory": j.alone_fit,
-                     "p_ttft_s": None, "p_tpot_s": None, "attainment": None, "criterion": None, "note": j.note})
-    return pd.DataFrame(rows, columns=list(JOINT_COLUMNS))
 
 
 def multi_status(result: MultiCapacityResult) -> str:
@@ -363,115 +343,3 @@ def multi_status(result: MultiCapacityResult) -> str:
     if any(json_summary(r)["status"] in ("partial", "failed") for r in result.results):
         return "partial"
     return "feasible"
-
-
-def _plot_joint(result: MultiCapacityResult) -> str:
-    import matplotlib.pyplot as plt
-
-    from planner.capacity.report import _png
-
-    fig, ax = plt.subplots(figsize=(9, 4.2))
-    done = [j for j in result.joint if j.models]
-    xs = [j.index + 1 for j in done]
-    ax.plot(xs, [j.usd_per_hour for j in done], "s-", color="black", linewidth=2, label="joint fleet (simulated)")
-    ax.plot(xs, [j.alone_usd_per_hour for j in done], "o--", color="tab:red",
-            label="each model planned alone (hollow: overdraws the inventory)")
-    for j in done:
-        if not j.alone_fit:
-            ax.plot([j.index + 1], [j.alone_usd_per_hour], "o", color="white", markeredgecolor="tab:red", markersize=9)
-    ax.plot(xs, [j.best_singles_usd_per_hour for j in done], "v:", color="tab:blue",
-            label="best single configurations summed (no inventory)")
-    ax.set_xticks(xs, [j.rate_label().replace(", ", "\n") for j in done], fontsize=7)
-    ax.set_xlabel("joint point (each model's rate, req/s)")
-    ax.set_ylabel("US$ per hour")
-    ax.set_title("Fleet cost of every model together per joint point (each under its own cost models)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left")
-    return _png(fig)
-
-
-def render_multi_html(result: MultiCapacityResult) -> str:
-    """The top-level report.html: the models, the joint fleets and a link to each model's own report."""
-    import html
-    from datetime import datetime, timezone
-
-    from planner.capacity.report import CSS, _table
-
-    s = result.scenario
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Capacity plan: {html.escape(s.name)}</title>"
-             f"<style>{CSS}</style></head><body><h1>Capacity plan: {html.escape(s.name)} ({len(s.models)} models, "
-             "shared GPUs)</h1>"]
-    inv = _inventory_text({g.spec.name: g.available for g in s.gpus}).removeprefix("; ")
-    parts.append("<p class='sub'>GPU types: " + html.escape(", ".join(
-        f"{g.spec.name} ${g.spec.price_per_hour:g}/GPU-h" for g in s.gpus)) + (f" · {html.escape(inv)}" if inv else
-                                                                              " · no inventory limit") + "</p>")
-    lines = [j.line() for j in result.joint]
-    if lines:
-        parts.append("<div class='answer'>" + "<br>".join(html.escape(x) for x in lines) + "</div>")
-    if result.failures:
-        parts.append(f"<p><b>{len(result.failures)} point(s) failed</b> (re-run the same command to retry): "
-                     + "; ".join(html.escape(f"{k}: {v}") for k, v in list(result.failures.items())[:5]) + "</p>")
-    parts.append("<h2>Models</h2><ul>")
-    for scen in s.models:
-        sub = model_dir_name(scen.model.name)
-        parts.append(f"<li><a href='{html.escape(sub)}/report.html'>{html.escape(scen.model.name)}</a>: "
-                     f"{html.escape(scen.criterion_label)} · workload {html.escape(scen.workload_label)} · rates "
-                     f"{', '.join(f'{r:g}' for r in scen.rates)} req/s (its sweep, points and own mixed fleets: "
-                     f"{html.escape(sub)}/)</li>")
-    parts.append("</ul>")
-    if any(j.models for j in result.joint):
-        parts.append("<h2>Joint mixed fleet per point (every model, shared inventory)</h2>")
-        parts.append(f"<img alt='joint cost per point' src='{_plot_joint(result)}'>")
-        frame = joint_frame(result.joint)
-        frame["met"] = frame["met"].map({True: "yes", False: "NO"})
-        parts.append(_table(frame, [("point", "point"), ("model", "model"), ("rate", "req/s"), ("fleet", "fleet (workers)"),
-                                    ("gpus", "GPUs"), ("usd_per_hour", "$/h"), ("met", "meets (simulated)"),
-                                    ("source", "from"), ("plan_fleet", "MILP plan"),
-                                    ("best_single", "best single"), ("best_single_usd_per_hour", "best single $/h"),
-                                    ("alone", "planned alone"), ("alone_usd_per_hour", "alone $/h"),
-                                    ("alone_fits_inventory", "alone fits inventory")]))
-    parts.append("<p class='small'>Per joint point: one request-class MILP over every model (one class per model at "
-                 "its rate; each model's configurations with its measured per-worker rate μ = rate / N_c; GPUs per "
-                 "type within the shared inventory); each model's sub-fleet is simulated on its own stream (workers "
-                 "are not shared between models) and repaired within the inventory the other models leave "
-                 "(planner.capacity.multi). 'Planned alone' is each model's own mixed fleet with the whole inventory: "
-                 "side by side they can overdraw it. Every number is relative to each model's cost models (see its "
-                 "report).</p>")
-    parts.append(f"<p class='small'>Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC} by planner capacity "
-                 f"from {html.escape(s.source)}.</p></body></html>")
-    return "".join(parts)
-
-
-def check_multi_report_files(multi: MultiScenario, out_dir: Path, force: bool) -> None:
-    """Before the sweep: one line if ``out_dir`` or a model's sub-directory holds report files and not ``force``."""
-    import os
-
-    from planner.capacity.report import check_report_files
-    from planner.errors import PlannerError
-
-    existing = [name for name in MULTI_REPORT_FILES.values() if os.path.lexists(out_dir / name)]
-    if existing and not force:
-        raise PlannerError(f"{out_dir}: already holds {', '.join(existing)} of an earlier run; pass --force to "
-                           "overwrite them (finished points are not solved again) or use another --out directory")
-    for scen in multi.models:
-        sub = out_dir / model_dir_name(scen.model.name)
-        if sub.exists() and not sub.is_dir():
-            raise PlannerError(f"--out {sub}: is a file; each model's results go into a sub-directory of that name")
-        if sub.is_dir():
-            check_report_files(sub, force)
-
-
-def write_multi_outputs(result: MultiCapacityResult, out_dir: Path, force: bool = False) -> dict[str, Path]:
-    """Each model's report files into its sub-directory, then report.html and joint.csv at the top."""
-    from planner.capacity.report import write_outputs
-    from planner.core.outputs import write_files
-
-    paths: dict[str, Path] = {}
-    for res in result.results:
-        sub = out_dir / model_dir_name(res.scenario.model.name)
-        for key, path in write_outputs(res, sub, force).items():
-            paths[f"{res.scenario.model.name}:{key}"] = path
-    top = {key: out_dir / name for key, name in MULTI_REPORT_FILES.items()}
-    write_files([(top["joint"], joint_frame(result.joint).to_csv(index=False)),
-                 (top["report"], render_multi_html(result))], force)
-    return {**top, **paths}

@@ -71,6 +71,7 @@ from typing import Any
 import numpy as np
 
 from planner.capacity.bound import instance_bound, steady_state_bound
+from planner.core.contract import RunOptions
 from planner.core.types import GPUSpec, LLMSpec, Request, SLOClass, SLOSet, WorkerConfig
 from planner.costmodels.models import AladdinCostModel
 from planner.errors import PlannerError
@@ -79,7 +80,7 @@ from planner.fleet.result import FleetResult
 from planner.placement.bounds import lower_bound
 from planner.placement.problem import PlacementOptions, PlacementProblem
 from planner.placement.solution import PlacementSolution
-from planner.placement.solve import run_heuristic, solve_placement
+from planner.placement.solve import PlacementKnobs, run_heuristic, solve_placement
 from planner.placement.validator import validate_placement
 from planner.workloads.lengths import LengthDistribution
 from planner.workloads.streams import poisson_workload
@@ -154,8 +155,8 @@ def solve_snapshot(params: dict[str, Any]) -> dict[str, Any]:
         note = "best-fit meets the lower bound: optimal without the MIP"
     elif n <= params["exact_max_requests"]:
         try:
-            exact = solve_placement(problem, solver="highs", time_limit=params["time_limit_s"], threads=1,
-                                    seed=params["seed"], diagnose=False)
+            exact = solve_placement(problem, RunOptions(solver=params.get("solver", "highs"), time_limit=params["time_limit_s"],
+                                                        threads=1, seed=params["seed"]), PlacementKnobs(diagnose=False))
         except Exception as exc:  # solver-layer trouble: keep the heuristic plan and say why
             exact, note = None, f"MIP failed ({type(exc).__name__}: {exc}); best-fit plan kept"
         if exact is not None and exact.solution is not None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import html
-import importlib.util
 import io
 import os
 from numbers import Number
@@ -31,7 +30,16 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from planner.capacity.multi import (  # noqa: E402
+    JointAnswer,
+    MultiCapacityResult,
+    _fleet_text,
+    _gpu_text,
+    _inventory_text,
+    model_dir_name,
+)
 from planner.capacity.run import CapacityResult, horizon_note  # noqa: E402
+from planner.capacity.scenario import MultiScenario  # noqa: E402
 from planner.core.outputs import write_files  # noqa: E402
 from planner.errors import PlannerError  # noqa: E402
 from planner.solver.outcome import relative_gap  # noqa: E402
@@ -76,6 +84,30 @@ def _png(fig) -> str:
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def _page_head(title: str, heading_html: str) -> str:
+    """The page's head (title, `CSS`) and its ``<h1>`` (``heading_html`` is already escaped)."""
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>Capacity plan: {html.escape(title)}</title>"
+            f"<style>{CSS}</style></head><body><h1>{heading_html}</h1>")
+
+
+def _answer_box(lines: list[str]) -> str:
+    """The highlighted answer lines ("" when there are none)."""
+    return "<div class='answer'>" + "<br>".join(html.escape(x) for x in lines) + "</div>" if lines else ""
+
+
+def _failures(failures: dict) -> str:
+    """The failed points (the first five), or ""."""
+    if not failures:
+        return ""
+    return (f"<p><b>{len(failures)} point(s) failed</b> (re-run the same command to retry): "
+            + "; ".join(html.escape(f"{k}: {v}") for k, v in list(failures.items())[:5]) + "</p>")
+
+
+def _page_foot(source: str) -> str:
+    return (f"<p class='small'>Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC} by planner capacity from "
+            f"{html.escape(source)}.</p></body></html>")
 
 
 def _series(points: pd.DataFrame):
@@ -308,18 +340,12 @@ def json_summary(result: CapacityResult) -> dict:
 def render_html(result: CapacityResult) -> str:
     s = result.scenario
     pts = result.points
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Capacity plan: {html.escape(s.name)}</title>"
-             f"<style>{CSS}</style></head><body>"]
-    parts.append(f"<h1>Capacity plan: {html.escape(s.name)}</h1>")
+    parts = [_page_head(s.name, f"Capacity plan: {html.escape(s.name)}")]
     parts.append(f"<p class='sub'>{html.escape(s.model.name)} · {html.escape(s.criterion_label)} · "
                  f"workload: {html.escape(s.workload_label)} · rates {', '.join(f'{r:g}' for r in s.rates)} req/s · "
                  f"simulated: {html.escape(s.scheduler)} engine, {html.escape(s.router)} router</p>")
-    answers = answer_lines(result)
-    if answers:
-        parts.append("<div class='answer'>" + "<br>".join(html.escape(a) for a in answers) + "</div>")
-    if result.failures:
-        parts.append(f"<p><b>{len(result.failures)} point(s) failed</b> (re-run the same command to retry): "
-                     + "; ".join(html.escape(f"{k}: {v}") for k, v in list(result.failures.items())[:5]) + "</p>")
+    parts.append(_answer_box(answer_lines(result)))
+    parts.append(_failures(result.failures))
     if not pts.empty:
         parts.append("<h2>GPUs vs arrival rate</h2>")
         parts.append(f"<img alt='GPUs vs rate' src='{plot_gpus(result)}'>")
@@ -403,8 +429,7 @@ def render_html(result: CapacityResult) -> str:
     parts.append("<li>GPUs = workers × TP; $/h = GPUs × the scenario's price per GPU-hour. Every number is relative to "
                  "the named cost model.</li>")
     parts.append(f"<li>Sweep: {html.escape(result.summary.line())}.</li></ul>")
-    parts.append(f"<p class='small'>Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC} by planner capacity from "
-                 f"{html.escape(s.source)}.</p></body></html>")
+    parts.append(_page_foot(s.source))
     return "".join(parts)
 
 
@@ -418,10 +443,15 @@ def check_report_files(out_dir: Path, force: bool) -> None:
     existing = [name for name in REPORT_FILES.values() if os.path.lexists(out_dir / name)]
     for name in existing:
         if (out_dir / name).is_dir():
-            raise PlannerError(f"--out {out_dir / name}: is a directory; the report file cannot be written")
+            raise PlannerError(f"--report {out_dir / name}: is a directory; the report file cannot be written")
+    _refuse_earlier_files(out_dir, existing, force)
+
+
+def _refuse_earlier_files(out_dir: Path, existing: list[str], force: bool) -> None:
+    """One line when ``existing`` (report files of an earlier run in ``out_dir``) is not empty and not ``force``."""
     if existing and not force:
         raise PlannerError(f"{out_dir}: already holds {', '.join(existing)} of an earlier run; pass --force to "
-                           "overwrite them (finished points are not solved again) or use another --out directory")
+                           "overwrite them (finished points are not solved again) or use another --report directory")
 
 
 #: Why points.parquet was not written, when the optional parquet engine is missing (None when it is there).
@@ -429,7 +459,12 @@ PARQUET_MISSING = "points.parquet not written: it needs pyarrow (pip install 'pl
 
 
 def parquet_available() -> bool:
-    return importlib.util.find_spec("pyarrow") is not None
+    """Whether pandas can write Parquet here (pyarrow, the ``parquet`` extra, is installed)."""
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def write_outputs(result: CapacityResult, out_dir: Path, force: bool = False) -> dict[str, Path]:
@@ -450,3 +485,128 @@ def write_outputs(result: CapacityResult, out_dir: Path, force: bool = False) ->
         del paths["parquet"]
     write_files(files, force)
     return paths
+
+
+# ---- several models sharing an inventory (planner.capacity.multi) ----------------------------------
+
+#: Columns of ``joint.csv``: one row per joint point and model, then one ``total`` row per joint point.
+JOINT_COLUMNS = ("point", "model", "rate", "fleet", "gpus", "usd_per_hour", "met", "source", "repairs",
+                 "plan_fleet", "plan_usd_per_hour", "plan_bound_usd_per_hour", "plan_status", "best_single",
+                 "best_single_usd_per_hour", "alone", "alone_usd_per_hour", "alone_fits_inventory", "p_ttft_s",
+                 "p_tpot_s", "attainment", "criterion", "note")
+
+#: The files `write_multi_outputs` writes at the top of the output directory (each model's own report
+#: files, `REPORT_FILES`, go into its sub-directory).
+MULTI_REPORT_FILES = {"report": "report.html", "joint": "joint.csv"}
+
+
+def joint_frame(answers: list[JointAnswer]) -> pd.DataFrame:
+    """``joint.csv`` (`JOINT_COLUMNS`)."""
+    rows = []
+    for j in answers:
+        for s in j.models:
+            rows.append({"point": j.index + 1, "model": s.model, "rate": s.rate, "fleet": s.fleet(),
+                         "gpus": _gpu_text(s.gpus), "usd_per_hour": s.usd_per_hour, "met": s.met, "source": s.source,
+                         "repairs": s.repairs, "plan_fleet": _fleet_text(s.plan_counts),
+                         "plan_usd_per_hour": s.plan_usd_per_hour, "plan_bound_usd_per_hour": None,
+                         "plan_status": j.plan_status, "best_single": s.best_single,
+                         "best_single_usd_per_hour": s.best_single_usd_per_hour, "alone": s.alone,
+                         "alone_usd_per_hour": s.alone_usd_per_hour, "alone_fits_inventory": None,
+                         "p_ttft_s": s.p_ttft_s, "p_tpot_s": s.p_tpot_s, "attainment": s.attainment,
+                         "criterion": s.criterion, "note": s.note})
+        rows.append({"point": j.index + 1, "model": "total", "rate": None, "fleet": None, "gpus": _gpu_text(j.gpus),
+                     "usd_per_hour": j.usd_per_hour, "met": j.met, "source": None, "repairs": None,
+                     "plan_fleet": None, "plan_usd_per_hour": j.plan_usd_per_hour,
+                     "plan_bound_usd_per_hour": j.plan_bound_usd_per_hour, "plan_status": j.plan_status,
+                     "best_single": _gpu_text(j.best_singles_gpus),
+                     "best_single_usd_per_hour": j.best_singles_usd_per_hour, "alone": _gpu_text(j.alone_gpus),
+                     "alone_usd_per_hour": j.alone_usd_per_hour, "alone_fits_inventory": j.alone_fit,
+                     "p_ttft_s": None, "p_tpot_s": None, "attainment": None, "criterion": None, "note": j.note})
+    return pd.DataFrame(rows, columns=list(JOINT_COLUMNS))
+
+
+def plot_joint(result: MultiCapacityResult) -> str:
+    """The joint fleet's $/h per joint point beside the models planned alone and the best singles summed."""
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    done = [j for j in result.joint if j.models]
+    xs = [j.index + 1 for j in done]
+    ax.plot(xs, [j.usd_per_hour for j in done], "s-", color="black", linewidth=2, label="joint fleet (simulated)")
+    ax.plot(xs, [j.alone_usd_per_hour for j in done], "o--", color="tab:red",
+            label="each model planned alone (hollow: overdraws the inventory)")
+    for j in done:
+        if not j.alone_fit:
+            ax.plot([j.index + 1], [j.alone_usd_per_hour], "o", color="white", markeredgecolor="tab:red", markersize=9)
+    ax.plot(xs, [j.best_singles_usd_per_hour for j in done], "v:", color="tab:blue",
+            label="best single configurations summed (no inventory)")
+    ax.set_xticks(xs, [j.rate_label().replace(", ", "\n") for j in done], fontsize=7)
+    ax.set_xlabel("joint point (each model's rate, req/s)")
+    ax.set_ylabel("US$ per hour")
+    ax.set_title("Fleet cost of every model together per joint point (each under its own cost models)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    return _png(fig)
+
+
+def render_multi_html(result: MultiCapacityResult) -> str:
+    """The top-level report.html: the models, the joint fleets and a link to each model's own report."""
+    s = result.scenario
+    parts = [_page_head(s.name, f"Capacity plan: {html.escape(s.name)} ({len(s.models)} models, shared GPUs)")]
+    inv = _inventory_text({g.spec.name: g.available for g in s.gpus}).removeprefix("; ")
+    parts.append("<p class='sub'>GPU types: " + html.escape(", ".join(
+        f"{g.spec.name} ${g.spec.price_per_hour:g}/GPU-h" for g in s.gpus)) + (f" · {html.escape(inv)}" if inv else
+                                                                              " · no inventory limit") + "</p>")
+    parts.append(_answer_box([j.line() for j in result.joint]))
+    parts.append(_failures(result.failures))
+    parts.append("<h2>Models</h2><ul>")
+    for scen in s.models:
+        sub = model_dir_name(scen.model.name)
+        parts.append(f"<li><a href='{html.escape(sub)}/report.html'>{html.escape(scen.model.name)}</a>: "
+                     f"{html.escape(scen.criterion_label)} · workload {html.escape(scen.workload_label)} · rates "
+                     f"{', '.join(f'{r:g}' for r in scen.rates)} req/s (its sweep, points and own mixed fleets: "
+                     f"{html.escape(sub)}/)</li>")
+    parts.append("</ul>")
+    if any(j.models for j in result.joint):
+        parts.append("<h2>Joint mixed fleet per point (every model, shared inventory)</h2>")
+        parts.append(f"<img alt='joint cost per point' src='{plot_joint(result)}'>")
+        frame = joint_frame(result.joint)
+        frame["met"] = frame["met"].map({True: "yes", False: "NO"})
+        parts.append(_table(frame, [("point", "point"), ("model", "model"), ("rate", "req/s"), ("fleet", "fleet (workers)"),
+                                    ("gpus", "GPUs"), ("usd_per_hour", "$/h"), ("met", "meets (simulated)"),
+                                    ("source", "from"), ("plan_fleet", "MILP plan"),
+                                    ("best_single", "best single"), ("best_single_usd_per_hour", "best single $/h"),
+                                    ("alone", "planned alone"), ("alone_usd_per_hour", "alone $/h"),
+                                    ("alone_fits_inventory", "alone fits inventory")]))
+    parts.append("<p class='small'>Per joint point: one request-class MILP over every model (one class per model at "
+                 "its rate; each model's configurations with its measured per-worker rate μ = rate / N_c; GPUs per "
+                 "type within the shared inventory); each model's sub-fleet is simulated on its own stream (workers "
+                 "are not shared between models) and repaired within the inventory the other models leave "
+                 "(planner.capacity.multi). 'Planned alone' is each model's own mixed fleet with the whole inventory: "
+                 "side by side they can overdraw it. Every number is relative to each model's cost models (see its "
+                 "report).</p>")
+    parts.append(_page_foot(s.source))
+    return "".join(parts)
+
+
+def check_multi_report_files(multi: MultiScenario, out_dir: Path, force: bool) -> None:
+    """Before the sweep: one line if ``out_dir`` or a model's sub-directory holds report files and not ``force``."""
+    _refuse_earlier_files(out_dir, [name for name in MULTI_REPORT_FILES.values() if os.path.lexists(out_dir / name)],
+                          force)
+    for scen in multi.models:
+        sub = out_dir / model_dir_name(scen.model.name)
+        if sub.exists() and not sub.is_dir():
+            raise PlannerError(f"--report {sub}: is a file; each model's results go into a sub-directory of that name")
+        if sub.is_dir():
+            check_report_files(sub, force)
+
+
+def write_multi_outputs(result: MultiCapacityResult, out_dir: Path, force: bool = False) -> dict[str, Path]:
+    """Each model's report files into its sub-directory, then report.html and joint.csv at the top."""
+    paths: dict[str, Path] = {}
+    for res in result.results:
+        sub = out_dir / model_dir_name(res.scenario.model.name)
+        for key, path in write_outputs(res, sub, force).items():
+            paths[f"{res.scenario.model.name}:{key}"] = path
+    top = {key: out_dir / name for key, name in MULTI_REPORT_FILES.items()}
+    write_files([(top["joint"], joint_frame(result.joint).to_csv(index=False)),
+                 (top["report"], render_multi_html(result))], force)
+    return {**top, **paths}

@@ -172,6 +172,7 @@ def build_points(scenario: Scenario, configs: list[Configuration]) -> list[Sweep
         "kv_headroom": scenario.kv_headroom,
         "exact_max_requests": scenario.exact_max_requests,
         "time_limit_s": scenario.time_limit_s,
+        "solver": scenario.solver,
         "percentile": scenario.percentile,
         "attainment": scenario.attainment,
         "router": scenario.router,

@@ -16,7 +16,7 @@ gpus:
   # optional per GPU type: available: 16  (GPUs the mixed fleet may use; the mixed answer adds other types)
 placement: {strictness: 0.5, kv_headroom: 1.0}
 simulation: {router: jsq, scheduler: vllm, duration_s: null, warmup_s: null, snapshot: true}
-solve: {time_limit_s: 10, exact_max_requests: 400, seed: 0}
+solve: {time_limit_s: 10, exact_max_requests: 400, seed: 0, solver: highs}   # solver: highs, cbc or gurobi
 classes: {input: [1024], output: [256]}   # optional: size classes for the mixed fleet (see below)
 ```
 
@@ -132,6 +132,7 @@ from planner.catalog import find_gpu, find_model, gpu_names
 from planner.core.io import (
     MAX_TRACE_BYTES,
     NotBool,
+    StrictSpec as _Strict,
     check_input_dir,
     check_input_file,
     read_yaml_mapping,
@@ -180,10 +181,6 @@ def _positive_rate(value: object) -> object:
 Finite = BeforeValidator(_finite)
 PositiveNumber = Annotated[float, NotBool, Finite, Field(gt=0)]
 Seed = Annotated[int, BeforeValidator(_seed)]
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class ScenarioSLOs(_Strict):
@@ -318,6 +315,7 @@ class ScenarioSolve(_Strict):
     time_limit_s: PositiveNumber = 10.0
     exact_max_requests: Annotated[int, NotBool, Field(ge=0)] = 400
     seed: Seed = 0
+    solver: Literal["highs", "cbc", "gurobi"] = "highs"  # the MILPs' solver (`planner.solver.SOLVERS`)
 
 
 #: Most size classes a scenario may ask for (input buckets × output buckets).
@@ -507,6 +505,8 @@ class Scenario(BaseModel):
     #: size-class bucket edges (tokens) on input and output length; both empty: no size classes
     class_input_edges: tuple[int, ...] = ()
     class_output_edges: tuple[int, ...] = ()
+    #: the solver of the snapshot placement MIP and of the request-class MILPs (`planner.solver.SOLVERS`)
+    solver: str = "highs"
 
     @property
     def has_classes(self) -> bool:
@@ -531,13 +531,17 @@ class Scenario(BaseModel):
 
     def fingerprint(self) -> str:
         """Hash of everything that defines the sweep's points (the results database's identity); the size
-        classes do not change a point, so they are left out (`classes_fingerprint` covers them)."""
-        data = self.model_dump(mode="json", exclude={"source", "name", "class_input_edges", "class_output_edges"})
-        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+        classes do not change a point, so they are left out (`classes_fingerprint` covers them).  The solver is
+        part of it except for the default HiGHS, so that a database written before the solver was a choice
+        still resumes."""
+        return self._digest({"source", "name", "class_input_edges", "class_output_edges"})
 
     def classes_fingerprint(self) -> str:
         """Hash of the points' identity and the size classes (the class-capacity database's identity)."""
-        data = self.model_dump(mode="json", exclude={"source", "name"})
+        return self._digest({"source", "name"})
+
+    def _digest(self, exclude: set[str]) -> str:
+        data = self.model_dump(mode="json", exclude=exclude | ({"solver"} if self.solver == "highs" else set()))
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -628,7 +632,8 @@ def scenario_from_mapping(raw: dict, source: Path | str) -> Scenario:
         distribution=dist, workload_label=label, rates=tuple(data.rates), gpus=tuple(gpus),
         strictness=data.placement.strictness, kv_headroom=data.placement.kv_headroom,
         time_limit_s=data.solve.time_limit_s, exact_max_requests=data.solve.exact_max_requests,
-        seed=data.solve.seed, cost_models_dir=models_dir, percentile=percentile, attainment=attainment, trace=trace,
+        seed=data.solve.seed, solver=data.solve.solver, cost_models_dir=models_dir, percentile=percentile,
+        attainment=attainment, trace=trace,
         router=data.simulation.router, scheduler=data.simulation.scheduler, window_s=window_s, warmup_s=warmup_s,
         snapshot=data.simulation.snapshot,
         class_input_edges=tuple(data.classes.input or ()) if data.classes else (),
@@ -871,7 +876,7 @@ FLAG_OF_FIELD = {
     "workload": "--workload/--trace/--isl",
     "workload.distribution": "--workload",
     "workload.trace": "--trace",
-    "workload.format": "--format",
+    "workload.format": "--trace-format",
     "workload.start_s": "--trace-start",
     "workload.duration_s": "--trace-duration",
     "workload.isl": "--isl",
@@ -883,7 +888,8 @@ FLAG_OF_FIELD = {
     "gpus.tensor_parallel": "--tp",
     "solve.time_limit_s": "--time-limit",
     "solve.seed": "--seed",
-    "cost_models_dir": "--cost-models",
+    "solve.solver": "--solver",
+    "cost_models_dir": "--models-dir",
     "classes": "--bucket",
     "classes.input": "--bucket",
     "classes.output": "--bucket",
@@ -960,6 +966,7 @@ def flags_mapping(
     seed: int | None = None,
     cost_models_dir: str | None = None,
     classes: dict | None = None,
+    solver: str | None = None,
 ) -> dict:
     """The scenario mapping (the YAML file's content) the query flags stand for; nothing is checked here."""
     raw: dict = {"name": "capacity"}
@@ -985,7 +992,7 @@ def flags_mapping(
             if prices and name in prices:
                 entry["price_per_hour"] = prices[name]
             raw["gpus"].append(entry)
-    solve = {k: v for k, v in (("time_limit_s", time_limit_s), ("seed", seed)) if v is not None}
+    solve = {k: v for k, v in (("time_limit_s", time_limit_s), ("seed", seed), ("solver", solver)) if v is not None}
     if solve:
         raw["solve"] = solve
     if cost_models_dir is not None:
@@ -1012,8 +1019,6 @@ def scenario_from_flags(raw: dict) -> Scenario:
         if exc.source != FLAGS_SOURCE:
             raise
         flag = flag_of(exc.field) if exc.field else "flags"
-        if flag == "--tpot" and "tpot_s" not in raw.get("slos", {}) and "atgt_s" in raw.get("slos", {}):
-            flag = "--atgt"
         problem = exc.problem
         for yaml_words, flag_words in _FLAG_WORDS:
             problem = problem.replace(yaml_words, flag_words)
@@ -1032,7 +1037,7 @@ _FLAG_WORDS = (
      "--workload (a named distribution), --trace (a file) or --isl and --osl (fixed lengths)"),
     ("isl and osl go together", "--isl and --osl go together"),
     ("isl + osl", "--isl + --osl"),
-    ("give cost_models_dir", "give --cost-models DIR"),
+    ("give cost_models_dir", "give --models-dir DIR"),
 )
 
 

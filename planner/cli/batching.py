@@ -25,9 +25,8 @@ from planner.cli.common import (
     fmt_gap,
     out,
     print_cost_caveats,
-    to_json,
-    write_output,
 )
+from planner.cli.common import TIME_LIMIT_S, TimeLimitOption, emit, run_progress
 from planner.errors import InfeasibleError, InputError, PlannerError
 
 if TYPE_CHECKING:
@@ -152,27 +151,26 @@ def _emit(instance: Path, problem: BatchingProblem, result: Result, json_out: bo
     """The result as JSON (with the cost model's caveats) or as tables followed by the caveats line."""
     from planner.solver import SolveStatus
 
-    text = to_json({"instance": str(instance), "name": problem.name, **result.to_dict(),
-                    "cost_model_caveats": cost_model_caveats(cost_models_of(problem)[0])})
-    write_output(output, text, force)
-    if json_out:
-        print(text)
-        return
-    out.print(_metrics_table(result, title))
-    table = _request_table(result, per_request)
-    if table is not None:
-        out.print(table)
-    if result.status != SolveStatus.ERROR:
-        print_cost_caveats(cost_models_of(problem)[0])
+    def show() -> None:
+        out.print(_metrics_table(result, title))
+        table = _request_table(result, per_request)
+        if table is not None:
+            out.print(table)
+        if result.status != SolveStatus.ERROR:
+            print_cost_caveats(cost_models_of(problem)[0])
+
+    emit({"instance": str(instance), "name": problem.name, **result.to_dict(),
+          "cost_model_caveats": cost_model_caveats(cost_models_of(problem)[0])},
+         json_out=json_out, output=output, force=force, show=show)
 
 
 def simulate_batching_cmd(
     instance: Path = typer.Argument(..., help="batching instance YAML"),
-    scheduler: str = typer.Option("vllm", "--scheduler", help=f"one of: {SCHEDULERS}"),
-    C: int = typer.Option(None, "--C", help="max tokens per batch (default: the instance's)"),
-    P: int = typer.Option(None, "--P", help="max prefill tokens per batch (default: min(preset, instance))"),
-    M: int = typer.Option(None, "--M", help="KV-cache budget in tokens"),
-    R_max: int = typer.Option(None, "--R-max", help="max running requests"),
+    scheduler: str = typer.Option("vllm", "--method", help=f"scheduler preset, one of: {SCHEDULERS}"),
+    C: int = typer.Option(None, "--max-batch-tokens", help="C: max tokens per batch (default: the instance's)"),
+    P: int = typer.Option(None, "--max-prefill-tokens", help="P: max prefill tokens per batch (default: min(preset, instance))"),
+    M: int = typer.Option(None, "--kv-tokens", help="M: KV-cache budget in tokens"),
+    R_max: int = typer.Option(None, "--max-running", help="R_max: max running requests"),
     no_evict: bool = typer.Option(False, "--no-evict", help="eviction-free variant (reserve I+O-1 at admission)"),
     rank: str = typer.Option(None, "--rank", help="waiting-queue order: arrival, input or output (Appendix A.3)"),
     json_out: JsonOption = False,
@@ -181,18 +179,21 @@ def simulate_batching_cmd(
     per_request: int = typer.Option(10, "--per-request", help="rows of the per-request table to print"),
     max_work: int = MaxWorkOption,
 ) -> None:
-    """Simulate one scheduler (Algorithm 1 preset) on an instance under the §3.2 cost model."""
+    """Simulate one scheduler (Algorithm 1 preset) on an instance under the §3.2 cost model.
+
+    A deterministic replay without a solver: no --solver, --threads, --time-limit or --seed."""
     from planner.batching.scheduler import MAX_LIMIT, WorkLimitError, preset_config
     from planner.batching.solve import run_scheduler
 
-    for flag, value in (("--C", C), ("--P", P), ("--M", M), ("--R-max", R_max)):
+    for flag, value in (("--max-batch-tokens", C), ("--max-prefill-tokens", P), ("--kv-tokens", M),
+                        ("--max-running", R_max)):
         if value is not None and not 1 <= value <= MAX_LIMIT:
             raise PlannerError(f"{flag} must be between 1 and {MAX_LIMIT:,}, got {value}")
     _check_max_work(max_work)
     check_out(output, force)
     problem = _load(instance)
     if P is not None and P > (C if C is not None else problem.C):
-        raise PlannerError(f"--P {P} must not exceed C={C if C is not None else problem.C}")
+        raise PlannerError(f"--max-prefill-tokens {P} must not exceed C={C if C is not None else problem.C}")
     name = scheduler.lower()
     if no_evict and not name.endswith("-ef"):
         name += "-ef"
@@ -209,20 +210,18 @@ def solve_batching_cmd(
     instance: Path = typer.Argument(..., help="batching instance YAML"),
     objective: str = typer.Option("latency", help="latency (total) or ttft (mean time to first token)"),
     solver: SolverOption = "highs",
-    time_limit: float = typer.Option(
-        60.0, "--time-limit",
-        help="seconds for the whole solve (heuristics, warm starts and MIP); returns the incumbent and bound when hit"),
+    time_limit: TimeLimitOption = TIME_LIMIT_S,
     threads: ThreadsOption = None,
     seed: SeedOption = 0,
     batches: int = typer.Option(None, "--batches", help="batch count J (default: derived from the best heuristic)"),
-    goal_scheduler: str = typer.Option(None, "--goal-scheduler", help="add latency ≤ goal-factor × this scheduler's"),
+    goal_scheduler: str = typer.Option(None, "--goal-method", help="add latency ≤ goal-factor × this scheduler preset's"),
     goal_factor: float = typer.Option(None, "--goal-factor",
-                                      help="the goal is latency ≤ this × the goal scheduler's (default 0.9)"),
+                                      help="the goal is latency ≤ this × the --goal-method preset's (default 0.9)"),
     json_out: JsonOption = False,
     output: OutOption = None,
     force: ForceOption = False,
     per_request: int = typer.Option(10, "--per-request", help="rows of the per-request table to print"),
-    formulation: str = typer.Option("auto", help="auto (the per-request path model where it applies), paths or bigm"),
+    formulation: str = typer.Option("auto", help="exact model: auto (the per-request path model where it applies), paths or bigm"),
     max_work: int = MaxWorkOption,
 ) -> None:
     """Solve the §3.3 optimal batch-schedule MIP (warm-started from the best preset or lazy schedule)."""
@@ -238,7 +237,7 @@ def solve_batching_cmd(
     if batches is not None and batches < 1:
         raise PlannerError(f"--batches must be at least 1, got {batches}")
     if goal_factor is not None and goal_scheduler is None:
-        raise PlannerError("--goal-factor needs --goal-scheduler (the scheduler whose latency it scales)")
+        raise PlannerError("--goal-factor needs --goal-method (the scheduler preset whose latency it scales)")
     goal_factor = 0.9 if goal_factor is None else goal_factor
     if not (math.isfinite(goal_factor) and goal_factor > 0):
         raise PlannerError(f"--goal-factor must be a positive number, got {goal_factor}")
@@ -248,9 +247,10 @@ def solve_batching_cmd(
     check_out(output, force)
     problem = _load(instance)
     _check_work(instance, problem, max_work)
-    result = solve_batching(problem, objective=objective, solver=solver, time_limit=time_limit, threads=threads,
-                            seed=seed, batches=batches, goal_scheduler=goal_scheduler, goal_factor=goal_factor,
-                            formulation=formulation, started=started)
+    with run_progress(f"solving the batch schedule of {problem.n} requests"):
+        result = solve_batching(problem, objective=objective, solver=solver, time_limit=time_limit, threads=threads,
+                                seed=seed, batches=batches, goal_scheduler=goal_scheduler, goal_factor=goal_factor,
+                                formulation=formulation, started=started)
     _emit(instance, problem, result, json_out, output, force, solve_title(result.status, problem.name), per_request)
     if result.status == SolveStatus.ERROR:
         raise typer.Exit(1)
@@ -259,65 +259,71 @@ def solve_batching_cmd(
 def compare_batching_cmd(
     instance: Path = typer.Argument(..., help="batching instance YAML"),
     solver: SolverOption = "highs",
-    time_limit: float = typer.Option(60.0, "--time-limit", help="seconds for the whole exact solve (heuristics, warm starts and MIP)"),
-    no_mip: bool = typer.Option(False, "--no-mip", help="skip the MIP; gaps are to the lower bound"),
+    time_limit: TimeLimitOption = TIME_LIMIT_S,
+    threads: ThreadsOption = None,
     seed: SeedOption = 0,
+    formulation: str = typer.Option("auto", help="exact model: auto (the per-request path model where it applies), paths or bigm"),
+    no_mip: bool = typer.Option(False, "--no-mip", help="skip the MIP; gaps are to the best schedule found"),
     json_out: JsonOption = False,
+    output: OutOption = None,
+    force: ForceOption = False,
     max_work: int = MaxWorkOption,
 ) -> None:
-    """Every preset scheduler and the searched heuristics vs the MIP optimum (or the lower bound)."""
-    from planner.batching.solve import heuristic_results, lower_bound, search_heuristic_results, solve_batching
-    from planner.solver import SolveStatus, check_solver_name
+    """Every preset scheduler, the searched heuristics and the MIP, each with the whole --time-limit.
+
+    The gap is `planner.compare`'s: to the MIP optimum, else to its bound, else to the best schedule."""
+    from dataclasses import replace
+
+    from planner.batching.harness import HARNESS
+    from planner.batching.solve import FORMULATIONS, lower_bound, solve_batching
+    from planner.cli.comparing import CompareProgress, comparison_payload, comparison_table, emit, exact_line
+    from planner.compare import compare
+    from planner.harness import RunOptions
+    from planner.solver import check_solver_name
 
     check_solver_name(solver)
-    check_run_options(time_limit)
+    check_run_options(time_limit, threads)
     _check_max_work(max_work)
+    if formulation not in FORMULATIONS:
+        raise PlannerError(f"--formulation must be one of {', '.join(FORMULATIONS)}, got {formulation!r}")
+    check_out(output, force)
     problem = _load(instance)
     _check_work(instance, problem, max_work)
-    heur = heuristic_results(problem)
-    searched = search_heuristic_results(problem, seed=seed, time_limit=time_limit)
-    mip = None if no_mip else solve_batching(problem, solver=solver, time_limit=time_limit, seed=seed,
-                                             searched=searched)
-    reference = lower_bound(problem)
-    ref_name = "lower bound"
-    if mip is not None and mip.status == SolveStatus.OPTIMAL:
-        reference, ref_name = mip.objective, "MIP optimum"
-    elif mip is not None and mip.bound is not None:
-        reference, ref_name = max(reference, mip.bound), "best bound"
-    rows = list(heur.items()) + list(searched.items()) + (
-        [("mip", mip)] if mip is not None and mip.solution is not None else [])
-    if json_out:
-        print(to_json({"instance": str(instance), "name": problem.name, "reference": reference,
-                       "reference_kind": ref_name,
-                       "methods": {k: {**r.to_dict(), "gap_to_reference": _gap_to(r.objective, reference)}
-                                   for k, r in rows},
-                       "cost_model_caveats": cost_model_caveats(cost_models_of(problem)[0])}))
+    methods = HARNESS.heuristics + (() if no_mip else (HARNESS.exact_method,))
+
+    def run(p, method, options):  # noqa: ANN001, ANN202
+        if method != HARNESS.exact_method:
+            return HARNESS.run(p, method, options)
+        return solve_batching(p, solver=options.solver, time_limit=options.time_limit, threads=options.threads,
+                              seed=options.seed, formulation=formulation)
+
+    with CompareProgress(" s") as progress:
+        comparison = compare(problem, replace(HARNESS, run=run), methods, RunOptions(solver, time_limit, threads, seed),
+                             progress)
+    cost = cost_models_of(problem)[0]
+    bound = lower_bound(problem)
+
+    def metric(row, key):  # noqa: ANN001, ANN202
+        sol = row.result.solution if row.result is not None else None
+        return None if sol is None else sol.metrics.get(key)
+
+    def extras(row):  # noqa: ANN001, ANN202
+        return {key: metric(row, key) for key in ("tokens_per_second", "mean_ttft", "mean_tpot", "evictions", "batches")}
+
+    payload = comparison_payload(instance, problem.name, comparison, extras, lower_bound=bound,
+                                 cost_model_caveats=cost_model_caveats(cost))
+    if emit(payload, json_out, output, force):
         return
-    t = Table(title=f"Batching compare: {problem.name} (gap to {ref_name} {fmt(reference, 6)} s)", title_justify="left")
-    for col in ("method", "latency (s)", "tokens/s", "TTFT (s)", "TPOT (s)", "evictions", "batches", "gap", "valid"):
-        t.add_column(col)
-    for name, r in rows:
-        m = r.solution.metrics
-        t.add_row(name, fmt(r.objective, 6), fmt(m["tokens_per_second"], 1), fmt(m["mean_ttft"], 5),
-                  fmt(m["mean_tpot"], 5), str(m["evictions"]), str(m["batches"]),
-                  fmt_gap(_gap_to(r.objective, reference)), "yes" if r.validation.feasible else "NO")
-    out.print(t)
-    if mip is not None:
-        out.print(f"MIP: {mip.status.value}, {mip.solve_seconds:.1f} s, J={mip.stats.get('J')}"
-                  + (f" — {mip.message}" if mip.message else ""))
-    skipped = [k for k in PRESET_NAMES if k not in heur]
-    if skipped:
-        out.print("presets that cannot finish this instance: " + ", ".join(skipped))
-    print_cost_caveats(cost_models_of(problem)[0])
-
-
-def _gap_to(objective: float | None, reference: float) -> float | None:
-    """(objective − reference) / objective; 0 when both are 0, None when only the objective is."""
-    if objective is None:
-        return None
-    if objective == 0:
-        return 0.0 if reference == 0 else None
-    return (objective - reference) / objective
+    columns = [("latency (s)", lambda r: fmt(r.objective, 6)), ("tokens/s", lambda r: fmt(metric(r, "tokens_per_second"), 4)),
+               ("TTFT (s)", lambda r: fmt(metric(r, "mean_ttft"), 5)), ("TPOT (s)", lambda r: fmt(metric(r, "mean_tpot"), 5)),
+               ("evictions", lambda r: fmt(metric(r, "evictions"))), ("batches", lambda r: fmt(metric(r, "batches")))]
+    out.print(comparison_table(comparison, f"Batching compare: {problem.name}", columns, " s"))
+    exact_line(comparison, " s")
+    out.print(f"combinatorial lower bound: {fmt(bound, 6)} s")
+    stuck = [row.method for row in comparison.rows if row.status == "infeasible" and row.kind == "heuristic"]
+    if stuck:
+        out.print("presets that cannot finish this instance: " + ", ".join(stuck))
+    print_cost_caveats(cost)
 
 
 def register(groups: CommandGroups) -> None:

@@ -1,4 +1,4 @@
-"""`planner capacity [SCENARIO.yaml | query flags] [--out DIR]` and `planner compare all INSTANCE_DIR`.
+"""`planner capacity [SCENARIO.yaml | query flags] [--report DIR]` and `planner compare all INSTANCE_DIR`.
 
 `planner capacity` takes its question from a scenario file or from flags alone (``--model``,
 ``--gpu``, ``--rate``, ``--ttft``, ``--tpot``, ``--price`` ...): the flags become the scenario
@@ -8,14 +8,13 @@ report and the answer rank configurations by $/h and the catalog ships none): a 
 ``--price`` is refused with one line.  On the terminal every row names its cost model's source
 (measured end-to-end, kernel composition, derived), a footnote per configuration gives its file and
 held-out error, and every GPU type or TP degree left out is named on stderr with the reason
-("not planned: ...").  Without ``--out`` the sweep runs in a temporary directory and nothing is kept.
+("not planned: ...").  Without ``--report`` the sweep runs in a temporary directory and nothing is kept.
 
 Both run on the sweep engine (`planner.sweep`): local process pool by default, ``--executor ray
 [--address HOST:PORT]`` on a Ray cluster; every finished point is committed to
 ``DIR/results.sqlite`` at once and a re-run of the same command skips finished points.
 
---out DIR is checked before anything runs: a file, or a place that cannot be written, is refused;
-so is a directory that already holds the command's result files (capacity: report.html,
+--report DIR is checked before anything runs: a file, or a place that cannot be written, is refused; so is a directory that already holds the command's result files (capacity: report.html,
 points.csv, points.parquet, eq7.csv, mixed.csv; compare all: compare.csv, summary.csv) unless ``--force``.
 A killed or interrupted run has written no result file yet, so it resumes with the same command;
 a finished one is regenerated (failed points retried) with ``--force``.  The results database is
@@ -48,6 +47,9 @@ from planner.cli.common import (
     out,
     to_json,
 )
+from planner.cli.common import (SOLVER_HELP, TPOT_HELP, ForceOption, OutOption, ParallelOption, ReportOption, check_out,
+                                write_output)
+from planner.cli.common import TIME_LIMIT_S, ThreadsOption, TimeLimitOption, check_run_options
 from planner.errors import InputError, PlannerError
 from planner.sweep.engine import EXECUTORS
 
@@ -64,10 +66,7 @@ def capacity_cmd(
     rate: Optional[list[float]] = typer.Option(None, "--rate", help="arrival rate (req/s); repeat for several",
                                                rich_help_panel=QUERY),
     ttft: Optional[float] = typer.Option(None, "--ttft", help="TTFT SLO (s)", rich_help_panel=QUERY),
-    tpot: Optional[float] = typer.Option(None, "--tpot", help="TPOT SLO (s): mean gap between a request's output "
-                                         "tokens; the same quantity as --atgt", rich_help_panel=QUERY),
-    atgt: Optional[float] = typer.Option(None, "--atgt", help="ATGT SLO (s), the same quantity as --tpot",
-                                         rich_help_panel=QUERY),
+    tpot: Optional[float] = typer.Option(None, "--tpot", help=TPOT_HELP, rich_help_panel=QUERY),
     tp: Optional[list[int]] = typer.Option(None, "--tp", help="TP degree; repeat for several (default: every degree "
                                            "with a cost model)", rich_help_panel=QUERY),
     price: Optional[list[str]] = typer.Option(None, "--price", help="GPU=USD per GPU-hour, e.g. H100-80GB-SXM=3.0; "
@@ -85,42 +84,46 @@ def capacity_cmd(
                                            "(default sharegpt) or a YAML path", rich_help_panel=QUERY),
     trace: Optional[str] = typer.Option(None, "--trace", help="real trace file whose lengths make the workload",
                                         rich_help_panel=QUERY),
-    trace_format: Optional[str] = typer.Option(None, "--format", help="format of --trace: azure (default), "
+    trace_format: Optional[str] = typer.Option(None, "--trace-format", help="format of --trace: azure (default), "
                                                "mooncake or sharegpt", rich_help_panel=QUERY),
     trace_start: Optional[float] = typer.Option(None, "--trace-start", help="use the trace's requests from this "
                                                 "many seconds after its first one", rich_help_panel=QUERY),
     trace_duration: Optional[float] = typer.Option(None, "--trace-duration", help="use this many seconds of the "
                                                    "trace's arrivals", rich_help_panel=QUERY),
     time_limit: Optional[float] = typer.Option(None, "--time-limit", help="seconds per point's exact solve "
-                                               "(default 10)", rich_help_panel=QUERY),
+                                               "(default: the scenario's solve.time_limit_s, 10)",
+                                               rich_help_panel=QUERY),
     seed: Optional[int] = typer.Option(None, "--seed", help="random seed (default 0)", rich_help_panel=QUERY),
+    solver: Optional[str] = typer.Option(None, "--solver", help=f"{SOLVER_HELP}; default: the scenario's "
+                                         "solve.solver, highs", rich_help_panel=QUERY),
     bucket: Optional[list[str]] = typer.Option(None, "--bucket", help="size classes for the mixed fleet: "
                                                "input=EDGES or output=EDGES (tokens, comma-separated, e.g. "
                                                "input=1024 output=256 → 2 × 2 classes); repeat per axis",
                                                rich_help_panel=QUERY),
-    cost_models: Optional[str] = typer.Option(None, "--cost-models", help="directory holding aladdin/ cost models "
+    cost_models: Optional[str] = typer.Option(None, "--models-dir", help="directory holding aladdin/ cost models "
                                               "(default: models/)", rich_help_panel=QUERY),
-    out_dir: Optional[Path] = typer.Option(None, "--out", help="output directory: results.sqlite (resumable), "
-                                           "report.html, points.csv/.parquet (default: none kept)"),
+    output: OutOption = None,
+    out_dir: ReportOption = None,
     executor: str = typer.Option("local", help=EXECUTOR_HELP),
     address: str = typer.Option(None, help="Ray cluster address (HOST:PORT or ray://HOST:PORT) for --executor ray"),
-    workers: int = typer.Option(None, help="parallel points (default: CPU count, or the Ray cluster's CPUs)"),
+    workers: ParallelOption = None,
     progress: bool = typer.Option(True, help="progress bar on stderr"),
     json_out: JsonOption = False,
-    force: bool = typer.Option(False, "--force", help="overwrite the report files of an earlier run in --out "
-                               "(the results database is resumed either way)"),
+    force: ForceOption = False,
 ) -> None:
     """Capacity plan: minimal GPUs per GPU type, TP degree and arrival rate, with bounds, Eq. 7 and $/h.
 
     The question comes from a scenario YAML file or from the query flags alone, e.g. `planner capacity --model Llama-2-70B --gpu H100-80GB-SXM --rate 10 --ttft 1 --tpot 0.05 --price H100-80GB-SXM=3` (without --tp every TP degree with a cost model is tried). Every row names the cost model it is computed under. A GPU type or TP degree that cannot be planned is named on stderr with the reason.
 
-    With --out DIR: a self-contained HTML report and CSV/Parquet of every point; re-running the same command resumes an interrupted sweep (finished points are not solved again). Report files of an earlier run are not overwritten without --force. Without --out nothing is kept.
+    With --report DIR: results.sqlite (resumable), a self-contained HTML report and CSV/Parquet of every point; re-running the same command resumes an interrupted sweep (finished points are not solved again). Report files of an earlier run are not overwritten without --force (the results database is resumed either way). Without --report nothing is kept. --out FILE writes the JSON object --json prints.
+
+    --time-limit and --seed are query flags: with a scenario file they come from its solve: section (time_limit_s default 10 s per point); so does --solver (the MILPs' solver, default highs); each point's solver runs on one thread (no --threads).
 
     --json: status (optimal / feasible / partial / failed), objective = the cheapest $/h at the highest rate, bound = the lowest $/h any swept configuration could reach there, and per point its solver, gap, validator verdict and cost model.
 
-    Several models sharing the GPUs (YAML `models:`, see instances/capacity/two-models-shared-inventory.yaml): each model is swept as a single-model scenario (its own sub-directory of --out), then per joint point (the i-th rate of every model) one class MILP over every model within the shared `available:` inventory, each model's fleet simulated on its own stream, compared with each model planned alone (joint_fleets in --json, joint.csv and report.html with --out).
+    Several models sharing the GPUs (YAML `models:`, see instances/capacity/two-models-shared-inventory.yaml): each model is swept as a single-model scenario (its own sub-directory of --report), then per joint point (the i-th rate of every model) one class MILP over every model within the shared `available:` inventory, each model's fleet simulated on its own stream, compared with each model planned alone (joint_fleets in --json, joint.csv and report.html with --report).
 
-    Mixed fleets: at every rate, the cheapest mix of the swept configurations (request-class MILP on the measured per-worker rates, GPU inventory from the scenario's `available:`), checked by simulation, beside the best single configuration; with size classes (YAML `classes:` or --bucket input=1024 --bucket output=256) also the mix over the classes, simulated with class-aware routing (mixed_fleets / class_mixed_fleets in --json, mixed.csv with --out).
+    Mixed fleets: at every rate, the cheapest mix of the swept configurations (request-class MILP on the measured per-worker rates, GPU inventory from the scenario's `available:`), checked by simulation, beside the best single configuration; with size classes (YAML `classes:` or --bucket input=1024 --bucket output=256) also the mix over the classes, simulated with class-aware routing (mixed_fleets / class_mixed_fleets in --json, mixed.csv with --report).
     """
     from planner.capacity.scenario import (
         FLAGS_SOURCE,
@@ -133,11 +136,11 @@ def capacity_cmd(
         scenario_from_flags,
     )
 
-    flags = {"--model": model, "--gpu": gpu, "--rate": rate, "--ttft": ttft, "--tpot": tpot, "--atgt": atgt,
+    flags = {"--model": model, "--gpu": gpu, "--rate": rate, "--ttft": ttft, "--tpot": tpot,
              "--tp": tp, "--price": price, "--percentile": percentile, "--attainment": attainment, "--isl": isl,
-             "--osl": osl, "--workload": workload, "--trace": trace, "--format": trace_format,
+             "--osl": osl, "--workload": workload, "--trace": trace, "--trace-format": trace_format,
              "--trace-start": trace_start, "--trace-duration": trace_duration, "--time-limit": time_limit,
-             "--seed": seed, "--cost-models": cost_models, "--bucket": bucket}
+             "--seed": seed, "--solver": solver, "--models-dir": cost_models, "--bucket": bucket}
     given = [name for name, value in flags.items() if value not in (None, [])]
     # the scenario is read before the report and sweep imports (matplotlib, ~2 s): bad input fails fast
     if scenario is not None:
@@ -147,26 +150,27 @@ def capacity_cmd(
         spec = read_capacity_file(scenario)
         if isinstance(spec, MultiScenario):
             _capacity_multi(spec, out_dir, executor=executor, workers=workers, address=address, progress=progress,
-                            json_out=json_out, force=force)
+                            json_out=json_out, force=force, output=output)
             return
     else:
         if not given:
             raise PlannerError("give a scenario YAML file, or the query as flags: --model M --gpu G --rate R "
                                "--ttft S --tpot S --price G=USD (see 'planner capacity --help')")
         if trace_format is not None and trace is None:
-            raise PlannerError("--format: applies to --trace only")
+            raise PlannerError("--trace-format: applies to --trace only")
         spec = scenario_from_flags(flags_mapping(
-            model=model, gpus=list(gpu or []), rates=list(rate or []), ttft_s=ttft, tpot_s=tpot, atgt_s=atgt,
+            model=model, gpus=list(gpu or []), rates=list(rate or []), ttft_s=ttft, tpot_s=tpot, atgt_s=None,
             tensor_parallel=list(tp or []) or None, prices=parse_prices(list(price or []), list(gpu or [])),
             percentile=percentile, attainment=attainment, workload=workload, isl=isl, osl=osl, trace=trace,
             trace_format=trace_format, trace_start_s=trace_start, trace_duration_s=trace_duration,
-            time_limit_s=time_limit, seed=seed, cost_models_dir=cost_models,
+            time_limit_s=time_limit, seed=seed, solver=solver, cost_models_dir=cost_models,
             classes=parse_buckets(list(bucket or []))))
     from planner.capacity.report import PARQUET_MISSING, answer_lines, check_report_files, write_outputs
     from planner.capacity.run import run_capacity
 
+    check_out(output, force)
     if out_dir is not None:
-        check_output_dir(out_dir)
+        check_output_dir(out_dir, "--report")
         check_report_files(out_dir, force)
     with tempfile.TemporaryDirectory(prefix="planner-capacity-") as scratch:
         target = out_dir if out_dir is not None else Path(scratch)
@@ -183,8 +187,10 @@ def capacity_cmd(
     if not result.failures:  # with failures, the error line below names them (stderr stays one line)
         for line in not_planned:
             err.print(f"not planned: {line}")
+    text = to_json(_model_json(spec, result, sources, paths))
+    write_output(output, text, force)
     if json_out:
-        print(to_json(_model_json(spec, result, sources, paths)))
+        print(text)
     else:
         pts = result.points
         if not pts.empty:
@@ -208,30 +214,24 @@ def capacity_cmd(
             if "parquet" not in paths:
                 err.print(PARQUET_MISSING)
         else:
-            out.print("report: not written (give --out DIR for report.html, points.csv/.parquet and a resumable sweep)")
+            out.print("report: not written (give --report DIR for report.html, points.csv/.parquet and a resumable sweep)")
     if result.failures:
         key, message = next(iter(result.failures.items()))
         raise PlannerError(f"{len(result.failures)} point(s) failed (first: {key}: {message}); "
                            + ("the others are saved: re-run the same command with --force to retry the failed ones"
-                              if out_dir is not None else "re-run with --out DIR to keep the finished points")
+                              if out_dir is not None else "re-run with --report DIR to keep the finished points")
                            + "".join(f"; not planned: {line}" for line in not_planned))
 
 
 def _capacity_multi(spec, out_dir: Optional[Path], *, executor: str, workers: Optional[int], address: Optional[str],
-                    progress: bool, json_out: bool, force: bool) -> None:
+                    progress: bool, json_out: bool, force: bool, output: Optional[Path] = None) -> None:
     """`planner capacity` on a scenario with ``models:`` (`planner.capacity.multi`): each model's sweep (its own
-    sub-directory of --out, resumable), its points table, then the joint mixed fleet per joint point."""
-    from planner.capacity.multi import (
-        check_multi_report_files,
-        model_dir_name,
-        multi_status,
-        run_multi_capacity,
-        write_multi_outputs,
-    )
-    from planner.capacity.report import answer_lines
+    sub-directory of --report, resumable), its points table, then the joint mixed fleet per joint point."""
+    from planner.capacity.multi import model_dir_name, multi_status, run_multi_capacity
+    from planner.capacity.report import answer_lines, check_multi_report_files, write_multi_outputs
 
     if out_dir is not None:
-        check_output_dir(out_dir)
+        check_output_dir(out_dir, "--report")
         check_multi_report_files(spec, out_dir, force)
     with tempfile.TemporaryDirectory(prefix="planner-capacity-") as scratch:
         target = out_dir if out_dir is not None else Path(scratch)
@@ -243,14 +243,14 @@ def _capacity_multi(spec, out_dir: Optional[Path], *, executor: str, workers: Op
     if not result.failures:
         for line in not_planned:
             err.print(f"not planned: {line}")
-    if json_out:
+    if json_out or output is not None:
         models = []
         for r, src in zip(result.results, sources):
             sub = {k.split(":", 1)[1]: v for k, v in paths.items() if k.startswith(f"{r.scenario.model.name}:")}
             models.append({"model": r.scenario.model.name, "fingerprint": r.scenario.fingerprint(),
                            "directory": model_dir_name(r.scenario.model.name), **_model_json(r.scenario, r, src, sub)})
         last = next((j for j in reversed(result.joint) if j.models), None)
-        print(to_json({
+        text = to_json({
             "scenario": spec.source, "name": spec.name, "status": multi_status(result),
             "objective": None if last is None else last.usd_per_hour, "bound": None, "gap": None,
             "objective_name": "$/h of the joint fleet (every model) at the last joint point",
@@ -263,7 +263,10 @@ def _capacity_multi(spec, out_dir: Optional[Path], *, executor: str, workers: Op
                                           for j in result.joint for s in j.models
                                           for v in s.check.get("violations", [])]},
             "models": models, "joint_fleets": [j.to_dict() for j in result.joint], "failures": result.failures,
-            "outputs": {k: str(v) for k, v in paths.items()}}))
+            "outputs": {k: str(v) for k, v in paths.items()}})
+        write_output(output, text, force)
+    if json_out:
+        print(text)
     else:
         for r, src in zip(result.results, sources):
             if not r.points.empty:
@@ -287,13 +290,13 @@ def _capacity_multi(spec, out_dir: Optional[Path], *, executor: str, workers: Op
             out.print(f"report: {paths['report']}  joint fleets: {paths['joint']}  per model: "
                       + ", ".join(f"{out_dir / model_dir_name(r.scenario.model.name)}/" for r in result.results))
         else:
-            out.print("report: not written (give --out DIR for report.html, joint.csv, each model's points and a "
+            out.print("report: not written (give --report DIR for report.html, joint.csv, each model's points and a "
                       "resumable sweep)")
     if result.failures:
         key, message = next(iter(result.failures.items()))
         raise PlannerError(f"{len(result.failures)} point(s) failed (first: {key}: {message}); "
                            + ("the others are saved: re-run the same command with --force to retry the failed ones"
-                              if out_dir is not None else "re-run with --out DIR to keep the finished points"))
+                              if out_dir is not None else "re-run with --report DIR to keep the finished points"))
 
 
 def _joint_table(result) -> Table:
@@ -432,41 +435,53 @@ def _not_planned(result) -> list[str]:
 
 def compare_all_cmd(
     instance_dir: Path = typer.Argument(..., help="directory searched recursively for instance YAML files"),
-    out_dir: Path = typer.Option(None, "--out", help="directory for results.sqlite and compare.csv (resumable)"),
+    out_dir: ReportOption = None,
+    output: OutOption = None,
     solver: SolverOption = "highs",
-    time_limit: float = typer.Option(60.0, help="time limit per exact solve (s)"),
+    time_limit: TimeLimitOption = TIME_LIMIT_S,
+    threads: ThreadsOption = None,
     executor: str = typer.Option("local", help=EXECUTOR_HELP),
     address: str = typer.Option(None, help="Ray cluster address for --executor ray"),
-    workers: int = typer.Option(None, help="parallel runs (default: CPU count)"),
+    workers: ParallelOption = None,
     family: str = typer.Option(None, help="only this family (comma-separated list allowed)"),
     seed: SeedOption = 0,
     progress: bool = typer.Option(True, help="progress bar on stderr"),
     json_out: JsonOption = False,
-    force: bool = typer.Option(False, "--force", help="overwrite compare.csv / summary.csv of an earlier run in --out "
-                               "(the results database is resumed either way)"),
+    force: ForceOption = False,
 ) -> None:
-    """Every family's heuristics and exact solver over a directory of instances: one table and gap summary."""
+    """Every family's heuristics and exact solver over a directory of instances: one table and gap summary.
+
+    Each (instance, method) runs as in `planner compare FAMILY` (the whole --time-limit each; runs go in parallel,
+    so each has one solver thread unless --threads)
+    and gets the same gap (`planner.compare`): to the exact optimum, else to its bound, else to the best plan.
+    With --report DIR: results.sqlite (resumable), compare.csv and summary.csv; the CSV files of an earlier run
+    are not overwritten without --force (the results database is resumed either way)."""
+    from planner.compare import GAP_DEFINITION
     from planner.solver import check_solver_name
     from planner.sweep.compare_all import check_compare_files, compare_all, summarise
 
     check_solver_name(solver)
     if not (time_limit > 0) or time_limit == float("inf"):
         raise PlannerError(f"--time-limit must be a positive number, got {time_limit}")
+    check_run_options(time_limit, threads)
+    check_out(output, force)
     if out_dir is not None:
-        check_output_dir(out_dir)
+        check_output_dir(out_dir, "--report")
         check_compare_files(out_dir, force)
     families = None if family is None else tuple(f.strip() for f in family.split(",") if f.strip())
     with tempfile.TemporaryDirectory(prefix="planner-compare-") as scratch:
         target = out_dir if out_dir is not None else Path(scratch)
         table, summary = compare_all(instance_dir, target, solver=solver, time_limit=time_limit, executor=executor,
                                      address=address, workers=workers, families=families, seed=seed,
-                                     progress=progress, force=force)
+                                     threads=threads or 1, progress=progress, force=force)
     gaps = summarise(table)
     caveats = _instance_caveats(instance_dir, table)
+    text = to_json({"instance_dir": str(instance_dir), "gap_definition": GAP_DEFINITION,
+                    "rows": table.to_dict(orient="records"), "summary": gaps.to_dict(orient="records"),
+                    "failures": summary.failures, "cost_model_caveats": caveats})
+    write_output(output, text, force)
     if json_out:
-        print(to_json({"instance_dir": str(instance_dir), "rows": table.to_dict(orient="records"),
-                       "summary": gaps.to_dict(orient="records"), "failures": summary.failures,
-                       "cost_model_caveats": caveats}))
+        print(text)
     else:
         t = Table(title=f"compare all: {instance_dir}", title_justify="left")
         for col in ("family", "instance", "method", "status", "objective", "bound", "gap", "gap to", "valid", "seconds"):
@@ -477,7 +492,8 @@ def compare_all_cmd(
             t.add_row(row.family, row.instance, row.method, row.status, fmt(row.objective), fmt(row.bound),
                       fmt_gap(None if row.gap != row.gap else row.gap), row.gap_reference, valid, f"{row.seconds:.2f}")
         out.print(t)
-        s = Table(title="Heuristic gap to the exact solver's result (or its bound)", title_justify="left")
+        s = Table(title="Heuristic gap per instance to the exact solver's proven optimum, else its bound (an upper "
+                        "estimate), else the best plan", title_justify="left")
         for col in ("family", "method", "instances", "no plan", "mean gap", "worst gap", "worst instance"):
             s.add_column(col, justify="left" if col in ("family", "method", "worst instance") else "right")
         for row in gaps.itertuples():

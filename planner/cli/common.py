@@ -20,16 +20,31 @@ from planner.errors import PlannerError
 if TYPE_CHECKING:
     from planner.solver import ProgressEvent
 
-SOLVER_HELP = "MIP solver: highs (default, no license) or gurobi (size-limited pip license)"
+SOLVER_HELP = ("MIP solver: highs (default, no license), cbc (bundled with PuLP, no license) or gurobi "
+               "(size-limited pip license)")
 
-# The options every solve / compare command shares, declared once.  Use them as annotations with the
-# default in the signature, e.g. ``solver: SolverOption = "highs"``; a command whose option needs other
-# help text declares its own ``typer.Option``.
+# The options the commands share (docs/cli.md), declared once.  Use them as annotations with the default in
+# the signature, e.g. ``solver: SolverOption = "highs"``, ``time_limit: TimeLimitOption = TIME_LIMIT_S``;
+# tests/test_cli_grammar.py checks that every command gives a shared option the same name, help and default.
+#: The one default of --time-limit (seconds) on every command that runs a solver.
+TIME_LIMIT_S = 60.0
 SolverOption = Annotated[str, typer.Option(help=SOLVER_HELP)]
-TimeLimitOption = Annotated[Optional[float], typer.Option(
-    "--time-limit", help="seconds for the whole solve (heuristics, model build, solver); returns the incumbent and bound when hit")]
+TimeLimitOption = Annotated[float, typer.Option(
+    "--time-limit", help="seconds for the exact solve (heuristics, model build, solver), or for each one where a "
+                         "command runs many (a re-solve, a heartbeat's MIP); the best plan and its bound are "
+                         "returned when hit")]
 ThreadsOption = Annotated[Optional[int], typer.Option(
     help="solver threads (default: the solver's; HiGHS: fixed for the process after the first solve)")]
+VerboseOption = Annotated[bool, typer.Option("--verbose", help="show the solver log on stderr")]
+ReportOption = Annotated[Optional[Path], typer.Option(
+    "--report", help="folder for the report files (see the command's help); never overwritten without --force")]
+ParallelOption = Annotated[Optional[int], typer.Option(
+    "--parallel", help="parallel runs of the executor (default: the CPU count, or the Ray cluster's CPUs)")]
+TraceFormatOption = Annotated[str, typer.Option("--trace-format", help="format of --trace: azure, mooncake or sharegpt")]
+#: --tpot on every command that takes an SLO (one quantity: the Aladdin paper calls it ATGT).
+TPOT_HELP = "TPOT SLO (s): mean gap between a request's output tokens (the Aladdin paper's ATGT)"
+
+
 def _check_seed(value: int | None) -> int | None:
     """--seed feeds numpy's generators, which take non-negative integers only: one clear line otherwise."""
     if value is not None and value < 0:
@@ -39,11 +54,35 @@ def _check_seed(value: int | None) -> int | None:
     return value
 
 
-SeedOption = Annotated[int, typer.Option(help="random seed (same inputs and seed give the same plan)",
+SeedOption = Annotated[int, typer.Option(help="random seed: the same inputs and seed give the same result",
                                          callback=_check_seed)]
 JsonOption = Annotated[bool, typer.Option("--json", help="print one JSON object instead of tables")]
-OutOption = Annotated[Optional[Path], typer.Option("--out", help="also write the JSON result to this file")]
-ForceOption = Annotated[bool, typer.Option("--force", help="overwrite --out if it exists")]
+OutOption = Annotated[Optional[Path], typer.Option(
+    "--out", help="also write the JSON object --json prints to this file")]
+ForceOption = Annotated[bool, typer.Option("--force", help="overwrite the files this command writes if they exist")]
+
+
+def _flags_show_no_value_type() -> None:
+    """A flag takes no value, so ``--help`` shows no value type for it.
+
+    typer 0.29 prints a value type after every option (``--time-limit <float>``) and applies it to flags
+    too, which reads as if ``--json``, ``--force`` and typer's own ``--help`` took a boolean argument
+    (``--help <bool>``).  Its `TyperOption.display_type_rich` is wrapped to return nothing for a flag;
+    versions without that method (typer < 0.29) show no value types at all and are left alone."""
+    from typer.core import TyperOption  # noqa: PLC0415
+
+    shown = getattr(TyperOption, "display_type_rich", None)
+    if shown is None or getattr(shown, "_planner_flags_hidden", False):
+        return
+
+    def display_type_rich(self: Any, ctx: Any) -> Any:
+        return None if getattr(self, "is_flag", False) else shown(self, ctx)
+
+    display_type_rich._planner_flags_hidden = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_flags_show_no_value_type()
 
 
 @dataclass(frozen=True)
@@ -231,6 +270,45 @@ def check_run_options(time_limit: float | None = None, threads: int | None = Non
         raise PlannerError(f"--time-limit must be positive, got {time_limit}")
     if threads is not None and threads < 1:
         raise PlannerError(f"--threads must be at least 1, got {threads}")
+
+
+def start_run(*, solver: str | None = None, time_limit: float | None = None, threads: int | None = None,
+              output: Path | None = None, force: bool = False) -> float:
+    """The checks every solve / compare / simulate / plan command makes before it reads its input: a known
+    --solver (when the command has one), a positive --time-limit and --threads, and an --out that can be
+    written.  Returns the clock reading its --time-limit counts from (reading the input is part of the run)."""
+    if solver is not None:
+        from planner.solver import check_solver_name  # noqa: PLC0415 (keeps `planner --help` fast)
+
+        check_solver_name(solver)
+    check_run_options(time_limit, threads)
+    check_out(output, force)
+    return time.perf_counter()
+
+
+def run_progress(phase: str | None = None, *, verbose: bool = False, unit: str = "") -> "SolveProgress":
+    """The progress display of a run (`SolveProgress`): phase, elapsed time, incumbent and bound on stderr,
+    only when stderr is a terminal (stdout carries the result alone, --json included), from the first
+    second on, and not with --verbose (the solver's log is the progress then)."""
+    progress = SolveProgress(enabled=not verbose, unit=unit)
+    if phase is not None:
+        progress.phase(phase)
+    return progress
+
+
+def emit(payload: dict, *, json_out: bool, output: Path | None, force: bool,
+         show: Any = None, failed: bool = False) -> None:
+    """The end of every result command: the JSON object ``payload`` is written to --out (if given) and
+    printed with --json; otherwise ``show()`` prints the tables.  ``failed`` (the requested solver could not
+    run) exits with code 1 after the output, so a script still gets the object that says why."""
+    text = to_json(payload)
+    write_output(output, text, force)
+    if json_out:
+        print(text)
+    elif show is not None:
+        show()
+    if failed:
+        raise typer.Exit(1)
 
 
 def fmt(value: float | None, digits: int = 3) -> str:

@@ -94,12 +94,12 @@ def predict(model, b: float, p: float, o: float, k: float) -> tuple[float, float
 def predict_cmd(
     model_file: Path = typer.Argument(..., help="cost-model YAML (models/<kind>/...; any kind)"),
     rows_csv: Path = typer.Argument(..., help="CSV with batch_size, prompt_tokens, output_tokens[, context_tokens]"),
-    out_path: Path = typer.Option(None, "--out", help="write the predictions as CSV to this file"),
+    out_path: Path = typer.Option(None, "--csv", help="also write the rows with their predictions as CSV to this file"),
     force: ForceOption = False,
     json_out: JsonOption = False,
 ) -> None:
     """Predicted prefill seconds and per-token decode seconds for each row, under MODEL_FILE."""
-    check_output_file(out_path, force)
+    check_output_file(out_path, force, "--csv")
     model = load_any_cost_model(model_file)
     table = read_rows(rows_csv)
     preds = [predict(model, *vals) for vals in table[["batch_size", "prompt_tokens", "output_tokens",
@@ -116,7 +116,7 @@ def predict_cmd(
     if json_out:
         print(to_json({"model_file": str(model_file), "kind": getattr(model, "kind", ""), "provenance": provenance,
                        "caveats": caveats, "cost_model_caveats": cost_model_caveats(model), "rows_file": str(rows_csv),
-                       "out": str(out_path) if out_path else None, "rows": records}))
+                       "csv": str(out_path) if out_path else None, "rows": records}))
         return
     t = Table(title=f"Predicted times (s) under cost model {model_file} ({getattr(model, 'kind', '')}"
                     + (f"; caveats: {', '.join(caveats)}" if caveats else "") + ")", title_justify="left")

@@ -26,9 +26,9 @@ from planner.cli.common import (
     out,
     print_cost_caveats,
     several_cost_model_caveats,
-    to_json,
-    write_output,
 )
+
+from planner.cli.common import TIME_LIMIT_S, emit, run_progress, start_run
 
 if TYPE_CHECKING:
     from planner.core.result import Result
@@ -44,14 +44,12 @@ def _check(solver: str, time_limit: float | None, threads: int | None = None) ->
 
 
 def _emit(instance: Path, name: str, result: Result, json_out: bool, output: Path | None, force: bool,
-          problem=None) -> bool:  # noqa: ANN001
-    """Write the JSON result (``cost_model_caveats``: ``"<model> / <gpu> / TP <g>: code: detail"`` per
-    configuration, [] when none); print it with --json.  True when printed."""
-    text = to_json({"instance": str(instance), "name": name, **result.to_dict(),
-                    "cost_model_caveats": several_cost_model_caveats(cost_models_of(problem, result))})
-    write_output(output, text, force)
-    if json_out:
-        print(text)
+          problem=None, show=None, failed: bool = False) -> bool:  # noqa: ANN001
+    """`emit` of a deployment result (``cost_model_caveats``: ``"<model> / <gpu> / TP <g>: code: detail"`` per
+    configuration, [] when none); ``show`` prints the tables without --json.  True when printed as JSON."""
+    emit({"instance": str(instance), "name": name, **result.to_dict(),
+          "cost_model_caveats": several_cost_model_caveats(cost_models_of(problem, result))},
+         json_out=json_out, output=output, force=force, show=show, failed=failed)
     return json_out
 
 
@@ -200,132 +198,111 @@ def _print_class_plan(problem, result: Result) -> None:
     out.print(r)
 
 
+def _max_load(instance: Path, problem, *, solver: str, time_limit: float, threads: int | None, seed: int,
+              started: float, json_out: bool, output: Path | None, force: bool) -> None:  # noqa: ANN001
+    """`solve deployment --max-load`: the largest scale of every demand's rate the inventory serves."""
+    from planner.deployment.cost_solve import max_servable_load
+
+    with run_progress(f"largest load of {problem.name}"):
+        scale, bound, outcome = max_servable_load(problem, solver=solver, time_limit=time_limit,
+                                                  threads=threads, seed=seed, started=started)
+    payload = {"instance": str(instance), "name": problem.name, "status": outcome.status.value,
+               "objective": scale, "bound": bound, "gap": outcome.gap, "solve_seconds": outcome.seconds,
+               "solver": outcome.solver, "message": outcome.message, "stats": outcome.extra,
+               "solution": {"max_load_scale": scale,
+                            "max_rates": {d.model: (scale or 0.0) * d.rate for d in problem.demands}},
+               "cost_model_caveats": several_cost_model_caveats(cost_models_of(problem))}
+    emit(payload, json_out=json_out, output=output, force=force,
+         show=lambda: _print_max_load(problem, scale, bound, outcome))
+
+
+def _print_max_load(problem, scale, bound, outcome) -> None:  # noqa: ANN001
+    out.print(f"max servable load: {fmt(scale, 4)} x the requested rates ({outcome.status.value}, bound "
+              f"{fmt(bound, 4)}): " + ", ".join(f"{d.model} {(scale or 0) * d.rate:.3g} req/s" for d in problem.demands))
+    if outcome.message:
+        out.print(f"note: {outcome.message}")
+    print_cost_caveats(*cost_models_of(problem))
+
+
 def solve_deployment_cmd(
-    instance: Path = typer.Argument(..., help="deployment instance YAML (cluster or cost plan)"),
+    instance: Path = typer.Argument(..., help="deployment instance YAML (cluster, cost plan or request classes)"),
+    max_load: bool = typer.Option(False, "--max-load", help="cost plan only: the most load this inventory can serve"),
     solver: SolverOption = "highs",
-    time_limit: TimeLimitOption = None,
+    time_limit: TimeLimitOption = TIME_LIMIT_S,
     threads: ThreadsOption = None,
     seed: SeedOption = 0,
     json_out: JsonOption = False,
     output: OutOption = None,
     force: ForceOption = False,
 ) -> None:
-    """Ranked TP configurations of a cluster, or the cost-minimal plan when the instance gives load and inventory."""
+    """Ranked TP configurations of a cluster; the cost-minimal GPU mix (MILP with gap) of a cost plan (inventory,
+    demands) or of request classes; with --max-load, the most load a cost plan's inventory can serve."""
     from planner.deployment.classes import ClassPlanProblem, solve_class_plan
     from planner.deployment.cost_solve import solve_cost_plan
     from planner.deployment.instance import load_deployment_instance
-    from planner.deployment.problem import ClusterProblem
+    from planner.deployment.problem import ClusterProblem, CostPlanProblem
+    from planner.errors import InputError
     from planner.solver import SolveStatus
 
-    _check(solver, time_limit, threads)
-    check_out(output, force)
-    started = time.perf_counter()  # --time-limit covers reading the instance too
-    problem = load_deployment_instance(instance)
+    started = start_run(solver=solver, time_limit=time_limit, threads=threads, output=output, force=force)
+    problem = load_deployment_instance(instance)  # --time-limit covers reading the instance too
+    if max_load and not isinstance(problem, CostPlanProblem):
+        cluster = isinstance(problem, ClusterProblem)
+        raise InputError(instance, "inventory" if cluster else "models",
+                         "--max-load answers cost plans (inventory, demands), not "
+                         + ("clusters (machine groups)" if cluster else "request classes (gpus, models)"))
+    if max_load:
+        _max_load(instance, problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed,
+                  started=started, json_out=json_out, output=output, force=force)
+        return
     if isinstance(problem, ClusterProblem):
         result = _enumeration_result(problem)
-        if not _emit(instance, problem.name, result, json_out, output, force, problem):
+
+        def show() -> None:
             _print_enumeration(problem, result)
             print_cost_caveats(*cost_models_of(problem, result))
-        return
-    if isinstance(problem, ClassPlanProblem):
-        result = solve_class_plan(problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed,
-                                  started=started)
-        if not _emit(instance, problem.name, result, json_out, output, force, problem):
-            _print_class_plan(problem, result)
-        if result.status == SolveStatus.ERROR:
-            raise typer.Exit(1)
-        return
-    result = solve_cost_plan(problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed,
-                             started=started)
-    if not _emit(instance, problem.name, result, json_out, output, force, problem):
-        _print_cost(problem, result)
-        if result.status != SolveStatus.ERROR:
-            print_cost_caveats(*cost_models_of(problem))
-    if result.status == SolveStatus.ERROR:
-        raise typer.Exit(1)
+    else:
+        plan = solve_class_plan if isinstance(problem, ClassPlanProblem) else solve_cost_plan
+        with run_progress(f"cost-minimal plan of {problem.name}"):
+            result = plan(problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed,
+                          started=started)
 
-
-def plan_cost_cmd(
-    instance: Path = typer.Argument(..., help="cost-plan YAML: inventory (machines, prices), demands (rate, SLOs)"),
-    max_load: bool = typer.Option(False, "--max-load", help="only answer: the most load this inventory can serve"),
-    solver: SolverOption = "highs",
-    time_limit: TimeLimitOption = None,
-    threads: ThreadsOption = None,
-    seed: SeedOption = 0,
-    json_out: JsonOption = False,
-    output: OutOption = None,
-    force: ForceOption = False,
-) -> None:
-    """Cost-minimal GPU mix under an inventory (MILP with gap), or the maximum servable load."""
-    from planner.deployment.classes import ClassPlanProblem, solve_class_plan
-    from planner.deployment.cost_solve import max_servable_load, solve_cost_plan
-    from planner.deployment.instance import load_cost_plan_file, load_deployment_instance
-    from planner.deployment.problem import CostPlanProblem
-    from planner.errors import InputError
-
-    _check(solver, time_limit, threads)
-    check_out(output, force)
-    started = time.perf_counter()  # --time-limit covers reading the instance too
-    problem = load_deployment_instance(instance)
-    if isinstance(problem, ClassPlanProblem):
-        if max_load:
-            raise InputError(instance, "models", "--max-load answers cost plans (inventory, demands), not request "
-                                                 "classes (gpus, models)")
-        result = solve_class_plan(problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed,
-                                  started=started)
-        if not _emit(instance, problem.name, result, json_out, output, force, problem):
-            _print_class_plan(problem, result)
-        return
-    if not isinstance(problem, CostPlanProblem):
-        problem = load_cost_plan_file(instance)  # its one-line refusal of a cluster file
-    if max_load:
-        scale, bound, outcome = max_servable_load(problem, solver=solver, time_limit=time_limit,
-                                                  threads=threads, seed=seed, started=started)
-        payload = {"instance": str(instance), "name": problem.name, "status": outcome.status.value,
-                   "objective": scale, "bound": bound, "gap": outcome.gap, "solve_seconds": outcome.seconds,
-                   "solver": outcome.solver, "message": outcome.message, "stats": outcome.extra,
-                   "solution": {"max_load_scale": scale,
-                   "max_rates": {d.model: (scale or 0.0) * d.rate for d in problem.demands}},
-                   "cost_model_caveats": several_cost_model_caveats(cost_models_of(problem))}
-        text = to_json(payload)
-        write_output(output, text, force)
-        if json_out:
-            print(text)
-        else:
-            out.print(f"max servable load: {fmt(scale, 4)} x the requested rates ({outcome.status.value}, bound "
-                      f"{fmt(bound, 4)}): " + ", ".join(f"{d.model} {(scale or 0) * d.rate:.3g} req/s" for d in problem.demands))
-            if outcome.message:
-                out.print(f"note: {outcome.message}")
-            print_cost_caveats(*cost_models_of(problem))
-        return
-    result = solve_cost_plan(problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed,
-                             started=started)
-    if not _emit(instance, problem.name, result, json_out, output, force, problem):
-        _print_cost(problem, result)
-        print_cost_caveats(*cost_models_of(problem))
+        def show() -> None:
+            if isinstance(problem, ClassPlanProblem):
+                _print_class_plan(problem, result)
+                return
+            _print_cost(problem, result)
+            if result.status != SolveStatus.ERROR:
+                print_cost_caveats(*cost_models_of(problem))
+    _emit(instance, problem.name, result, json_out, output, force, problem, show=show,
+          failed=result.status == SolveStatus.ERROR)
 
 
 def solve_routing_cmd(
     instance: Path = typer.Argument(..., help="routing batch YAML"),
     solver: SolverOption = "highs",
-    time_limit: float = typer.Option(60.0, "--time-limit", help="seconds for the whole call (reading, bound, search, MILP), spent in nominal seconds so the same seed repeats; best routing and bound when hit"),
+    time_limit: TimeLimitOption = TIME_LIMIT_S,
     threads: ThreadsOption = None,
     seed: SeedOption = 0,
     json_out: JsonOption = False,
     output: OutOption = None,
     force: ForceOption = False,
 ) -> None:
-    """Exact makespan routing (R||Cmax with KV limits) of one request batch."""
+    """Exact makespan routing (R||Cmax with KV limits) of one request batch.
+
+    --time-limit covers the whole call (reading, bound, search, MILP) and is spent in nominal seconds, so the
+    same seed repeats."""
     from planner.deployment.instance import load_routing_instance
     from planner.deployment.routing_solve import solve_routing
     from planner.solver import SolveStatus
 
-    _check(solver, time_limit, threads)
-    check_out(output, force)
-    started = time.perf_counter()  # --time-limit covers reading the instance too
-    problem = load_routing_instance(instance)
-    result = solve_routing(problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed, started=started)
-    if not _emit(instance, problem.name, result, json_out, output, force, problem):
+    started = start_run(solver=solver, time_limit=time_limit, threads=threads, output=output, force=force)
+    problem = load_routing_instance(instance)  # --time-limit covers reading the instance too
+    with run_progress(f"routing {problem.name}"):
+        result = solve_routing(problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed,
+                               started=started)
+
+    def show() -> None:
         out.print(f"routing {problem.name}: {result.status.value}, makespan {fmt(result.objective, 5)} s, bound "
                   f"{fmt(result.bound, 5)} s, gap {fmt_gap(result.gap)}, {result.solve_seconds:.2f} s ({result.solver})")
         if result.validation is not None:
@@ -335,69 +312,88 @@ def solve_routing_cmd(
             out.print(result.message)
         if result.status != SolveStatus.ERROR:
             print_cost_caveats(*cost_models_of(problem))
-    if result.status == SolveStatus.ERROR:
-        raise typer.Exit(1)
+
+    _emit(instance, problem.name, result, json_out, output, force, problem, show=show,
+          failed=result.status == SolveStatus.ERROR)
 
 
-def compare_routing_cmd(
-    instance: Path = typer.Argument(..., help="routing batch YAML"),
+def compare_deployment_cmd(
+    instance: Path = typer.Argument(..., help="cost-plan YAML (inventory, demands) or request classes (gpus, models)"),
     solver: SolverOption = "highs",
-    time_limit: float = typer.Option(60.0, "--time-limit", help="seconds for the whole call (reading, routers, bound, search, MILP), spent in nominal seconds"),
+    time_limit: TimeLimitOption = TIME_LIMIT_S,
     threads: ThreadsOption = None,
     seed: SeedOption = 0,
     json_out: JsonOption = False,
     output: OutOption = None,
     force: ForceOption = False,
 ) -> None:
-    """RR, WRR, SI, MB and the workload mapper against the exact makespan (gap to optimum or to the bound)."""
-    from planner.deployment.instance import load_routing_instance
-    from planner.deployment.routing_solve import compare_routing
-    from planner.solver import SolveStatus
+    """Greedy, single-type and the cost MILP, each with the whole --time-limit: $/h, instances, gap.
+
+    The gap is `planner.compare`'s: to the MILP optimum, else to its bound, else to the cheapest plan."""
+    from planner.cli.comparing import CompareProgress, comparison_payload, comparison_table, emit, exact_line
+    from planner.compare import compare
+    from planner.deployment.harness import HARNESS
+    from planner.harness import RunOptions
 
     _check(solver, time_limit, threads)
     check_out(output, force)
-    started = time.perf_counter()  # --time-limit covers reading the instance too
-    problem = load_routing_instance(instance)
-    routers, exact = compare_routing(problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed,
-                                     started=started)
-    optimum = exact.objective if exact.proven_optimal else None
-    rows = []
-    for r in [*routers, exact]:
-        # relative to the reference, like gap_opt, so that gap_opt ≤ gap_bound (the table prints "≤ gap_bound")
-        gap_bound = None if r.objective is None or exact.bound is None or exact.bound <= 0 else \
-            (r.objective - exact.bound) / exact.bound
-        gap_opt = None if optimum is None or r.objective is None else (r.objective - optimum) / optimum
-        rows.append({"method": r.method, "status": r.status.value, "makespan_s": r.objective,
-                     "gap_to_optimum": gap_opt, "gap_to_bound": gap_bound, "seconds": r.solve_seconds,
-                     "valid": r.validation.feasible if r.validation else None, "message": r.message})
-    payload = {"instance": str(instance), "name": problem.name, "optimum": optimum, "best_bound": exact.bound,
-               "methods": rows, "milp": exact.to_dict(),
-               "cost_model_caveats": several_cost_model_caveats(cost_models_of(problem))}
-    text = to_json(payload)
-    write_output(output, text, force)
-    if json_out:
-        print(text)
+    problem = HARNESS.load(instance)
+    with CompareProgress(" $/h") as progress:
+        comparison = compare(problem, HARNESS, options=RunOptions(solver, time_limit, threads, seed), progress=progress)
+
+    def instances(row):  # noqa: ANN001, ANN202
+        counts = getattr(row.result.solution if row.result is not None else None, "counts", None)
+        return None if counts is None else int(sum(counts))
+
+    payload = comparison_payload(instance, getattr(problem, "name", instance.stem), comparison,
+                                 lambda r: {"instances": instances(r)},
+                                 cost_model_caveats=several_cost_model_caveats(cost_models_of(problem)))
+    if emit(payload, json_out, output, force):
         return
-    t = Table(title=f"Routing vs exact makespan: {problem.name} ({len(problem.request_ids)} requests, "
-                    f"{len(problem.instances)} instances)", title_justify="left")
-    for col in ("method", "makespan (s)", "gap to optimum", "gap to bound", "time (s)", "valid", "status"):
-        t.add_column(col, justify="left" if col in ("method", "status") else "right")
-    for row in rows:
-        t.add_row(row["method"], fmt(row["makespan_s"], 5), fmt_gap(row["gap_to_optimum"]), fmt_gap(row["gap_to_bound"]),
-                  f"{row['seconds']:.3f}", "-" if row["valid"] is None else ("yes" if row["valid"] else "NO"), row["status"])
-    out.print(t)
-    if optimum is not None:
-        out.print(f"MILP optimum {fmt(optimum, 5)} s (within relative gap {fmt_gap(exact.gap)}, {exact.solver}).")
-    else:
-        out.print(f"MILP {exact.status.value}: best {fmt(exact.objective, 5)} s, bound {fmt(exact.bound, 5)} s. {exact.message}")
+    title = f"Deployment cost plan: {getattr(problem, 'name', instance.stem)}"
+    columns = [("$/h", lambda r: fmt(r.objective, 6)), ("instances", lambda r: fmt(instances(r)))]
+    out.print(comparison_table(comparison, title, columns, " $/h"))
+    exact_line(comparison, " $/h")
     print_cost_caveats(*cost_models_of(problem))
-    if exact.status == SolveStatus.ERROR:
-        err.print(exact.message)
+
+
+def compare_routing_cmd(
+    instance: Path = typer.Argument(..., help="routing batch YAML"),
+    solver: SolverOption = "highs",
+    time_limit: TimeLimitOption = TIME_LIMIT_S,
+    threads: ThreadsOption = None,
+    seed: SeedOption = 0,
+    json_out: JsonOption = False,
+    output: OutOption = None,
+    force: ForceOption = False,
+) -> None:
+    """RR, WRR, SI, MB, the workload mapper and the exact makespan MILP, each with the whole --time-limit.
+
+    The gap is `planner.compare`'s: to the MILP optimum, else to its bound, else to the best routing."""
+    from planner.cli.comparing import CompareProgress, comparison_payload, comparison_table, emit, exact_line
+    from planner.compare import compare
+    from planner.deployment.instance import load_routing_instance
+    from planner.deployment.routing_harness import HARNESS
+    from planner.harness import RunOptions
+
+    _check(solver, time_limit, threads)
+    check_out(output, force)
+    problem = load_routing_instance(instance)
+    with CompareProgress(" s") as progress:
+        comparison = compare(problem, HARNESS, options=RunOptions(solver, time_limit, threads, seed), progress=progress)
+    payload = comparison_payload(instance, problem.name, comparison,
+                                 cost_model_caveats=several_cost_model_caveats(cost_models_of(problem)))
+    if emit(payload, json_out, output, force):
+        return
+    title = f"Routing vs exact makespan: {problem.name} ({len(problem.request_ids)} requests, {len(problem.instances)} instances)"
+    out.print(comparison_table(comparison, title, [("makespan (s)", lambda r: fmt(r.objective, 5))], " s"))
+    exact_line(comparison, " s")
+    print_cost_caveats(*cost_models_of(problem))
 
 
 def register(groups: CommandGroups) -> None:
     """Add this family's commands to the shared command groups."""
     groups.solve.command("deployment")(solve_deployment_cmd)
     groups.solve.command("routing")(solve_routing_cmd)
-    groups.plan.command("cost")(plan_cost_cmd)
+    groups.compare.command("deployment")(compare_deployment_cmd)
     groups.compare.command("routing")(compare_routing_cmd)

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from planner.cli.common import JsonOption, check_output_dir, err, out, to_json
+from planner.cli.common import ForceOption, JsonOption, SeedOption, check_output_dir, err, out, run_progress, to_json
 from planner.errors import PlannerError
 
 FORMATS = ("splitwise", "vidur", "table")
@@ -30,7 +30,7 @@ def _read(source: Path, fmt: str):
         return read_vidur(source)
     if fmt == "table":
         return read_profile_table(source), 0
-    raise PlannerError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    raise PlannerError(f"--source-format must be one of {', '.join(FORMATS)}, got {fmt!r}")
 
 
 def _guess_format(source: Path) -> str:
@@ -43,7 +43,7 @@ def _guess_format(source: Path) -> str:
 
 def fit_cmd(
     source: Path = typer.Argument(..., help="profile: splitwise perf_model.csv, a Vidur profiling directory, or a batch-profile CSV"),
-    fmt: str = typer.Option(None, "--format", help="splitwise | vidur | table (default: guessed from the path)"),
+    fmt: str = typer.Option(None, "--source-format", help="splitwise | vidur | table (default: guessed from the path)"),
     kind: str = typer.Option("aladdin", help="aladdin, bilinear, hetero (p1..p8 of the heterogeneous-cluster paper), "
                              "both (aladdin + bilinear) or batchtime (one batch-time model per configuration, "
                              "k-fold cross-validated on measured rows)"),
@@ -51,11 +51,13 @@ def fit_cmd(
     model: str = typer.Option(None, help="fit only this model (catalog name)"),
     gpu: str = typer.Option(None, help="fit only this GPU type"),
     tensor_parallel: int = typer.Option(None, "--tp", help="fit only this TP degree"),
-    seed: int = typer.Option(0, help="seed of the held-out split"),
-    force: bool = typer.Option(False, help="overwrite existing model files"),
+    seed: SeedOption = 0,
+    force: ForceOption = False,
     json_out: JsonOption = False,
 ) -> None:
-    """Fit cost models by least squares and report held-out error (MAPE on rows not used for fitting)."""
+    """Fit cost models by least squares and report held-out error (MAPE on rows not used for fitting).
+
+    --seed draws the held-out split; --force overwrites existing model files in --out-dir."""
     from planner.costmodels.files import cost_model_filename, save_cost_model
 
     if not source.exists():
@@ -66,7 +68,7 @@ def fit_cmd(
     fmt = fmt or _guess_format(source)
     if kind == "batchtime":
         if fmt not in FORMATS:
-            raise PlannerError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+            raise PlannerError(f"--source-format must be one of {', '.join(FORMATS)}, got {fmt!r}")
         _fit_batchtime(source, fmt, out_dir, model, gpu, tensor_parallel, seed, force, json_out)
         return
     kinds = ("aladdin", "bilinear") if kind == "both" else (kind,)
@@ -89,7 +91,9 @@ def fit_cmd(
     rows = []
     skipped: list[str] = []
     for k in kinds:
-        fitted_models, skipped_groups = fit_groups(profile, k, source=f"{source} ({UPSTREAM[fmt]})", seed=seed, dropped_rows=dropped)
+        with run_progress(f"fitting {k} cost models on {len(profile):,} rows"):
+            fitted_models, skipped_groups = fit_groups(profile, k, source=f"{source} ({UPSTREAM[fmt]})", seed=seed,
+                                                       dropped_rows=dropped)
         skipped += skipped_groups
         for fitted in fitted_models:
             path = out_dir / cost_model_filename(k, fitted.model, fitted.gpu, fitted.tensor_parallel)
@@ -172,7 +176,8 @@ def _fit_batchtime(source: Path, fmt: str, out_dir: Path, model: str | None, gpu
     for g in groups:
         label = f"{source} ({UPSTREAM[fmt]}) [model={g.model}, gpu={g.gpu}, tp={g.tensor_parallel}]"
         try:
-            bt = fit_group(g, source=label, seed=seed)
+            with run_progress(f"fitting the batch-time model of {g.model} on {g.gpu} TP {g.tensor_parallel}"):
+                bt = fit_group(g, source=label, seed=seed)
         except PlannerError as exc:
             skipped.append(f"batchtime {g.model} on {g.gpu} tp{g.tensor_parallel}: skipped ({exc})")
             continue

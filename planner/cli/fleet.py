@@ -7,7 +7,8 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from planner.cli.common import JsonOption, SeedOption, SolveProgress, fmt, out, to_json
+from planner.cli.common import (TPOT_HELP, ForceOption, JsonOption, OutOption, SeedOption, TraceFormatOption, emit, fmt,
+                                out, run_progress, start_run)
 from planner.cli.placement import check_positive, resolve_serving
 from planner.errors import PlannerError
 
@@ -29,15 +30,15 @@ def simulate_fleet_cmd(
                    "all-reduce terms to every batch)"),
     workers: int = typer.Option(1, "--workers", help="number of workers N"),
     router: str = typer.Option("jsq", help=f"router: {', '.join(ROUTERS)}"),
-    scheduler: str = typer.Option("vllm", help="per-worker scheduler preset (planner simulate batching's presets; vllm runs the two batch kinds the Aladdin cost model was fitted on)"),
+    scheduler: str = typer.Option("vllm", "--method", help="per-worker scheduler preset (planner simulate batching's presets; vllm runs the two batch kinds the Aladdin cost model was fitted on)"),
     rate: float = typer.Option(None, help="Poisson arrivals at this rate (req/s); or --trace"),
     duration: float = typer.Option(600.0, help="seconds of Poisson arrivals"),
     workload: str = typer.Option("sharegpt", help="length distribution of Poisson requests (and the output predictor)"),
     trace: Path = typer.Option(None, help="a timestamped trace (Azure 2023 CSV, Mooncake JSONL)"),
-    fmt_: str = typer.Option("azure", "--format", help=f"trace format: {', '.join(TRACE_FORMATS)}"),
-    window_s: float = typer.Option(None, "--window-s", help="only the trace's first WINDOW seconds"),
+    fmt_: TraceFormatOption = "azure",
+    window_s: float = typer.Option(None, "--trace-duration", help="use this many seconds of the trace's arrivals"),
     ttft: float = typer.Option(1.0, help="TTFT SLO (s)"),
-    tpot: float = typer.Option(0.05, help="TPOT SLO (s per output token; the same quantity as ATGT)"),
+    tpot: float = typer.Option(0.05, "--tpot", help=TPOT_HELP),
     percentile: float = typer.Option(
         99.0, help="the fleet meets the SLOs when this percentile of TTFT and of TPOT does"),
     warmup: float = typer.Option(0.0, help="seconds of arrivals left out of the statistics"),
@@ -45,25 +46,29 @@ def simulate_fleet_cmd(
     max_running: int = typer.Option(256, "--max-running", help="R_max: running requests per worker"),
     seed: SeedOption = 0,
     json_out: JsonOption = False,
+    output: OutOption = None,
+    force: ForceOption = False,
 ) -> None:
-    """Simulate N workers (iteration-level engine, Algorithm 1 presets) behind a router on a trace or Poisson stream."""
+    """Simulate N workers (iteration-level engine, Algorithm 1 presets) behind a router on a trace or Poisson stream.
+
+    A simulation, no solver: no --solver, --threads or --time-limit; --seed draws the Poisson stream."""
     from planner.batching.scheduler import PRESETS
 
     if router not in ROUTERS:
         raise PlannerError(f"--router must be one of {', '.join(ROUTERS)}, got {router!r}")
     if scheduler.lower() not in PRESETS:
-        raise PlannerError(f"--scheduler must be one of {', '.join(PRESETS)}, got {scheduler!r}")
+        raise PlannerError(f"--method must be one of {', '.join(PRESETS)}, got {scheduler!r}")
     if not 1 <= workers <= MAX_WORKERS:
         raise PlannerError(f"--workers must be between 1 and {MAX_WORKERS:,}, got {workers}")
     if (trace is None) == (rate is None):
         raise PlannerError("give exactly one of --trace or --rate")
     if trace is not None:
         if fmt_ not in TRACE_FORMATS:
-            raise PlannerError(f"--format must be one of {', '.join(TRACE_FORMATS)} (timestamped traces), got {fmt_!r}")
+            raise PlannerError(f"--trace-format must be one of {', '.join(TRACE_FORMATS)} (timestamped traces), got {fmt_!r}")
         if trace.is_dir():
             raise PlannerError(f"{trace}: is a directory, expected a trace file")
         if window_s is not None:
-            check_positive("--window-s", window_s)
+            check_positive("--trace-duration", window_s)
     else:
         check_positive("--rate", rate)
         check_positive("--duration", duration)
@@ -78,6 +83,7 @@ def simulate_fleet_cmd(
     for option, value in (("--max-batch-tokens", max_batch_tokens), ("--max-running", max_running)):
         if value < 1:
             raise PlannerError(f"{option} must be at least 1, got {value}")
+    start_run(output=output, force=force)
     llm, gpu_spec, cost_path, cost = _resolve_cost(model, gpu, tensor_parallel, cost_model)
 
     from planner.core.types import WorkerConfig
@@ -95,8 +101,7 @@ def simulate_fleet_cmd(
     build = WorkerSpec.from_batchtime if getattr(cost, "kind", "") == "batchtime" else WorkerSpec.from_aladdin
     spec = build(llm, WorkerConfig(gpu=gpu_spec, tensor_parallel=tensor_parallel), cost,
                  scheduler=scheduler.lower(), C=max_batch_tokens, R_max=max_running, source=str(cost_path))
-    with SolveProgress(enabled=not json_out) as progress:
-        progress.phase(f"simulating {requests.n:,} requests on {workers} workers")
+    with run_progress(f"simulating {requests.n:,} requests on {workers} workers"):
         result = simulate_fleet(requests, spec, n_workers=workers, router=router, ttft_s=ttft, tpot_s=tpot)
     summary = result.summary(percentiles=(50, 90, 99) if percentile in (50, 90, 99) else (50, 90, 99, percentile),
                              warmup_s=warmup)
@@ -112,29 +117,30 @@ def simulate_fleet_cmd(
         "max_batch_tokens": max_batch_tokens, "max_running": max_running, "percentile": percentile,
         "meets_slos": meets, **summary, "simulation_seconds": result.wall_seconds,
     }
-    if json_out:
-        print(to_json(data))
-        return
-    t = Table(title=f"Fleet simulation: {requests.n:,} requests, {workers} × {llm.name} on "
-                    f"{tensor_parallel}x{gpu_spec.name} "
-                    f"({workers * tensor_parallel} GPUs), router {router}, scheduler {spec.scheduler}",
-              show_header=False, title_justify="left")
-    t.add_row("cost model", f"{source} ({cost.kind})")
-    for line in caveats:
-        t.add_row("cost-model caveat", line)
-    t.add_row("workload", requests.source)
-    t.add_row("KV per worker", f"{spec.M:,} tokens")
-    for metric, label in (("ttft_s", "TTFT (s)"), ("tpot_s", "TPOT (s/token)"), ("e2e_s", "e2e (s)"),
-                          ("queueing_s", "queueing (s)")):
-        t.add_row(label, "  ".join(f"P{q:g} {fmt(summary[f'p{q:g}_{metric}'], 4)}" for q in (50, 90, 99)))
-    t.add_row("SLO attainment", f"{summary['slo_attainment']:.4f} (TTFT ≤ {ttft:g} s and TPOT ≤ {tpot:g} s)")
-    t.add_row(f"P{percentile:g} meets SLOs", "yes" if meets else "no")
-    t.add_row("utilisation", f"mean {summary['mean_utilisation']:.3f}, max {summary['max_utilisation']:.3f}")
-    t.add_row("preemptions", f"{summary['preemptions']:,}")
-    t.add_row("throughput", f"{summary['throughput_rps']:.4g} req/s; mean in flight {summary['mean_in_flight']:.4g}")
-    t.add_row("simulation wall time", f"{result.wall_seconds:.2f} s incl. loading the compiled kernel "
-                                      f"({summary['iterations']:,} iterations)")
-    out.print(t)
+
+    def show() -> None:
+        t = Table(title=f"Fleet simulation: {requests.n:,} requests, {workers} × {llm.name} on "
+                        f"{tensor_parallel}x{gpu_spec.name} "
+                        f"({workers * tensor_parallel} GPUs), router {router}, scheduler {spec.scheduler}",
+                  show_header=False, title_justify="left")
+        t.add_row("cost model", f"{source} ({cost.kind})")
+        for line in caveats:
+            t.add_row("cost-model caveat", line)
+        t.add_row("workload", requests.source)
+        t.add_row("KV per worker", f"{spec.M:,} tokens")
+        for metric, label in (("ttft_s", "TTFT (s)"), ("tpot_s", "TPOT (s/token)"), ("e2e_s", "e2e (s)"),
+                              ("queueing_s", "queueing (s)")):
+            t.add_row(label, "  ".join(f"P{q:g} {fmt(summary[f'p{q:g}_{metric}'], 4)}" for q in (50, 90, 99)))
+        t.add_row("SLO attainment", f"{summary['slo_attainment']:.4f} (TTFT ≤ {ttft:g} s and TPOT ≤ {tpot:g} s)")
+        t.add_row(f"P{percentile:g} meets SLOs", "yes" if meets else "no")
+        t.add_row("utilisation", f"mean {summary['mean_utilisation']:.3f}, max {summary['max_utilisation']:.3f}")
+        t.add_row("preemptions", f"{summary['preemptions']:,}")
+        t.add_row("throughput", f"{summary['throughput_rps']:.4g} req/s; mean in flight {summary['mean_in_flight']:.4g}")
+        t.add_row("simulation wall time", f"{result.wall_seconds:.2f} s incl. loading the compiled kernel "
+                                          f"({summary['iterations']:,} iterations)")
+        out.print(t)
+
+    emit(data, json_out=json_out, output=output, force=force, show=show)
 
 
 def _resolve_cost(model: str, gpu: str, tensor_parallel: int, cost_model: Path | None):

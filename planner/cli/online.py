@@ -1,4 +1,4 @@
-"""`planner replay` (online heartbeat loop, Alg. 1 + Alg. 2) and `planner scaling` (Eq. 7)."""
+"""`planner simulate replay` (online heartbeat loop, Alg. 1 + Alg. 2) and `planner plan scaling` (Eq. 7)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
-from planner.cli.common import (ForceOption, JsonOption, SeedOption, SolveProgress, check_out, cost_model_caveats,
-                                out, print_cost_caveats, to_json, write_files)
+from planner.cli.common import (TIME_LIMIT_S, TPOT_HELP, ForceOption, JsonOption, OutOption, ReportOption, SeedOption,
+                                SolverOption, ThreadsOption, TimeLimitOption, TraceFormatOption, check_out, cost_model_caveats, emit, out,
+                                print_cost_caveats, run_progress, start_run, write_files)
 from planner.cli.placement import check_positive, make_options, make_slos, resolve_serving
 from planner.errors import PlannerError
 
@@ -40,24 +41,30 @@ def _check_size(rate: float | None, duration: float, heartbeat: float, rate_opti
                            f"{duration / heartbeat:.3g} heartbeats; at most {MAX_HEARTBEATS:,} can be simulated")
 
 
-#: The tables `planner replay --out PREFIX` writes: PREFIX.<name>.csv each.
+#: The tables `planner simulate replay --report DIR` writes: DIR/<name>.csv each.
 OUT_TABLES = ("requests", "heartbeats")
 
 
-def _out_paths(prefix: Path | None) -> list[Path]:
-    return [] if prefix is None else [Path(f"{prefix}.{name}.csv") for name in OUT_TABLES]
+def _report_paths(folder: Path | None) -> list[Path]:
+    """The report files of ``--report DIR``; one line when DIR exists as a file."""
+    if folder is None:
+        return []
+    from planner.core.outputs import check_output_dir  # noqa: PLC0415
+
+    check_output_dir(folder, "--report")
+    return [folder / f"{name}.csv" for name in OUT_TABLES]
 
 
 def _check_out_paths(paths: list[Path], force: bool) -> None:
     """Every output is writable before anything is written (never one table of two); no overwrite without --force."""
     for path in paths:
-        check_out(path, force)
+        check_out(path, force, "--report")
 
 
 def _write_all(files: list[tuple[Path, str]], force: bool) -> None:
     """Write every file or none (`planner.core.outputs.write_files`: private temporary files, then all
     are put in place; on a failure or Ctrl-C the temporary files and any table this call created are removed)."""
-    write_files(files, force)
+    write_files(files, force, "--report")
 
 
 def _check_method(method: str) -> None:
@@ -93,7 +100,7 @@ def replay_cmd(
     tensor_parallel: int = typer.Option(2, "--tp", help="GPUs per worker"),
     cost_model: Path = typer.Option(None, help="Aladdin cost-model file (default: models/aladdin/…)"),
     trace: Path = typer.Option(None, help="replay a real trace with timestamps (Azure 2023 CSV, Mooncake JSONL)"),
-    fmt: str = typer.Option("azure", "--format", help=f"trace format: {', '.join(TRACE_FORMATS)}"),
+    fmt: TraceFormatOption = "azure",
     rate: float = typer.Option(None, help="instead of a trace: Poisson arrivals at this rate (req/s)"),
     workload: str = typer.Option("sharegpt", help="length distribution (lengths of Poisson requests; output predictor)"),
     duration: float = typer.Option(120.0, help="seconds of arrivals to replay"),
@@ -101,19 +108,26 @@ def replay_cmd(
     method: str = typer.Option("best_fit", help=f"placement per heartbeat: {', '.join(METHODS)}"),
     rebalance: bool = typer.Option(True, help="Alg. 2 prediction-error rebalancing"),
     ttft: float = typer.Option(1.6, help="TTFT SLO (s)"),
-    atgt: float = typer.Option(0.075, help="ATGT SLO (s/token)"),
+    atgt: float = typer.Option(0.075, "--tpot", help=TPOT_HELP),
     mode: str = typer.Option("colocated", help="colocated or decode_only"),
     strictness: float = typer.Option(0.5, help="λ"),
     kv_headroom: float = typer.Option(1.0, help="θ"),
     seed: SeedOption = 0,
     json_out: JsonOption = False,
-    output: Path = typer.Option(None, "--out", help="write per-request and per-heartbeat tables (CSV) with this prefix"),
+    output: OutOption = None,
+    report: ReportOption = None,
     force: ForceOption = False,
+    solver: SolverOption = "highs",
+    time_limit: TimeLimitOption = TIME_LIMIT_S,
+    threads: ThreadsOption = None,
 ) -> None:
     """Replay a request stream under Aladdin's online heuristic (heartbeat placement + Alg. 2) and measure SLOs.
 
     This is the paper's online policy, timed by Eqs. 2-3 per heartbeat; the fleet answer of `planner capacity`
-    comes from `planner simulate fleet` (iteration-level engine per worker behind a router)."""
+    comes from `planner simulate fleet` (iteration-level engine per worker behind a router).
+
+    --report DIR writes requests.csv (one row per request) and heartbeats.csv (one row per heartbeat).
+    --solver, --time-limit and --threads apply to each heartbeat's MIP of --method mip."""
     from planner.core.types import WorkerConfig
     from planner.placement.online import replay
     from planner.workloads.streams import find_distribution, poisson_workload
@@ -124,8 +138,9 @@ def replay_cmd(
     _check_size(rate, duration, heartbeat)
     if trace is not None and trace.is_dir():
         raise PlannerError(f"{trace}: is a directory, expected a trace file")
-    out_paths = _out_paths(output)
+    out_paths = _report_paths(report)
     _check_out_paths(out_paths, force)  # before the replay: a refusal costs nothing and writes nothing
+    start_run(solver=solver, time_limit=time_limit, threads=threads, output=output, force=force)
     llm, gpu_spec, _, cost = resolve_serving(model, gpu, tensor_parallel, cost_model)
     slos = make_slos(ttft, atgt, cost)
     dist = find_distribution(workload)
@@ -133,29 +148,31 @@ def replay_cmd(
         requests = _trace_workload(trace, fmt, duration, dist, llm.max_context_tokens)
     else:
         requests = poisson_workload(dist, rate=rate, duration_s=duration, seed=seed, max_total_tokens=llm.max_context_tokens)
-    with SolveProgress() as progress:
-        progress.phase(f"replaying {len(requests)} requests")
+    with run_progress(f"replaying {len(requests)} requests"):
         result = replay(
             requests, model=llm, worker=WorkerConfig(gpu=gpu_spec, tensor_parallel=tensor_parallel), cost=cost,
             slos=slos, options=make_options(mode, strictness, kv_headroom), heartbeat_s=heartbeat,
-            method=method, rebalance=rebalance, predictor=dist, seed=seed,
+            method=method, rebalance=rebalance, predictor=dist, seed=seed, time_limit=time_limit,
+            solver=solver, threads=threads,
         )
     if out_paths:
         frames = {"requests": result.requests, "heartbeats": result.heartbeats}
         _write_all([(path, frames[name].to_csv(index=False)) for path, name in zip(out_paths, OUT_TABLES)], force)
     summary = result.to_dict()
     caveats = cost_model_caveats(cost)
-    if json_out:
-        print(to_json({**summary, "cost_model_caveats": caveats}))
-        return
-    t = Table(title=f"Replay under {ALADDIN_ONLINE}: {len(requests)} requests, {llm.name} on "
-                    f"{tensor_parallel}x{gpu_spec.name}, {method}",
-              show_header=False, title_justify="left")
-    for key in ("slo_attainment", "p99_atgt_s", "peak_workers", "mean_workers", "kv_overflows", "repredictions", "moves"):
-        t.add_row(key, f"{summary[key]:.4g}" if isinstance(summary[key], float) else str(summary[key]))
-    t.add_row("peak GPUs", str(result.peak_workers * tensor_parallel))
-    out.print(t)
-    print_cost_caveats(cost)
+
+    def show() -> None:
+        t = Table(title=f"Replay under {ALADDIN_ONLINE}: {len(requests)} requests, {llm.name} on "
+                        f"{tensor_parallel}x{gpu_spec.name}, {method}",
+                  show_header=False, title_justify="left")
+        for key in ("slo_attainment", "p99_atgt_s", "peak_workers", "mean_workers", "kv_overflows", "repredictions",
+                    "moves"):
+            t.add_row(key, f"{summary[key]:.4g}" if isinstance(summary[key], float) else str(summary[key]))
+        t.add_row("peak GPUs", str(result.peak_workers * tensor_parallel))
+        out.print(t)
+        print_cost_caveats(cost)
+
+    emit({**summary, "cost_model_caveats": caveats}, json_out=json_out, output=output, force=force, show=show)
 
 
 #: What `replay` / `scaling` worker counts are, and what the fleet column beside them is.
@@ -194,41 +211,44 @@ def _fleet_beside(rates, *, dist, llm, worker, cost, ttft, atgt, duration, warmu
 
 
 def scaling_cmd(
-    rates: str = typer.Option("1,2,4", help="comma-separated arrival rates (req/s)"),
-    model: str = typer.Option("Llama-2-70B"),
-    gpu: str = typer.Option("A100-80GB-SXM"),
-    tensor_parallel: int = typer.Option(2, "--tp"),
-    cost_model: Path = typer.Option(None),
+    rates: list[float] = typer.Option([1.0, 2.0, 4.0], "--rate", help="arrival rate (req/s); repeat for several"),
+    model: str = typer.Option("Llama-2-70B", help="model (catalog name)"),
+    gpu: str = typer.Option("A100-80GB-SXM", help="GPU type (catalog name)"),
+    tensor_parallel: int = typer.Option(2, "--tp", help="GPUs per worker"),
+    cost_model: Path = typer.Option(None, help="Aladdin cost-model file (default: models/aladdin/…)"),
     workload: str = typer.Option("sharegpt", help="length distribution of the Poisson streams"),
     duration: float = typer.Option(300.0, help="seconds of arrivals per rate"),
     warmup: float = typer.Option(60.0, help="seconds ignored before taking the peak worker count"),
-    heartbeat: float = typer.Option(1.0),
+    heartbeat: float = typer.Option(1.0, help="scheduling heartbeat (s)"),
     method: str = typer.Option("best_fit", help=f"placement per heartbeat: {', '.join(METHODS)}"),
-    ttft: float = typer.Option(1.6),
-    atgt: float = typer.Option(0.075),
-    mode: str = typer.Option("colocated"),
-    strictness: float = typer.Option(0.5),
-    kv_headroom: float = typer.Option(1.0),
+    ttft: float = typer.Option(1.6, help="TTFT SLO (s)"),
+    atgt: float = typer.Option(0.075, "--tpot", help=TPOT_HELP),
+    mode: str = typer.Option("colocated", help="colocated or decode_only"),
+    strictness: float = typer.Option(0.5, help="λ"),
+    kv_headroom: float = typer.Option(1.0, help="θ"),
     seed: SeedOption = 0,
+    solver: SolverOption = "highs",
+    time_limit: TimeLimitOption = TIME_LIMIT_S,
+    threads: ThreadsOption = None,
     json_out: JsonOption = False,
+    output: OutOption = None,
+    force: ForceOption = False,
 ) -> None:
     """Workers vs arrival rate under Aladdin's online heuristic (heartbeat re-placement) with the Eq. 7 fit, and beside it
-    the fleet-simulation answer and certified bound of `planner capacity` on the same Poisson stream."""
+    the fleet-simulation answer and certified bound of `planner capacity` on the same Poisson stream.
+
+    --solver, --time-limit and --threads apply to each heartbeat's MIP of --method mip."""
     from planner.core.types import WorkerConfig
     from planner.placement.scaling import workers_vs_rate
     from planner.workloads.streams import find_distribution
 
     _check_method(method)
-    try:
-        rate_list = sorted(float(r) for r in rates.split(","))
-    except ValueError:
-        raise PlannerError(f"--rates must be comma-separated numbers, got {rates!r}") from None
-    if not rate_list:
-        raise PlannerError("--rates must be positive")
+    start_run(solver=solver, time_limit=time_limit, threads=threads, output=output, force=force)
+    rate_list = sorted(set(rates))
     for r in rate_list:
         if not (r > 0 and r < float("inf")):
-            raise PlannerError(f"--rates must be positive finite numbers, got {r}")
-    _check_size(max(rate_list), duration, heartbeat, "--rates")
+            raise PlannerError(f"--rate must be a positive finite number, got {r}")
+    _check_size(max(rate_list), duration, heartbeat, "--rate")
     if not warmup >= 0:
         raise PlannerError(f"--warmup must be a non-negative number, got {warmup}")
     if warmup >= duration:
@@ -236,12 +256,12 @@ def scaling_cmd(
     llm, gpu_spec, _, cost = resolve_serving(model, gpu, tensor_parallel, cost_model)
     slos = make_slos(ttft, atgt, cost)
     dist = find_distribution(workload)
-    with SolveProgress() as progress:
-        progress.phase(f"replaying {len(rate_list)} rates")
+    with run_progress(f"replaying {len(rate_list)} rates") as progress:
         fit = workers_vs_rate(
             rate_list, dist=dist, model=llm, worker=WorkerConfig(gpu=gpu_spec, tensor_parallel=tensor_parallel),
             cost=cost, slos=slos, options=make_options(mode, strictness, kv_headroom),
             heartbeat_s=heartbeat, duration_s=duration, warmup_s=warmup, seed=seed, method=method,
+            time_limit=time_limit, solver=solver, threads=threads,
         )
         progress.phase("fleet simulation beside it")
         beside = _fleet_beside(rate_list, dist=dist, llm=llm, worker=WorkerConfig(gpu=gpu_spec, tensor_parallel=tensor_parallel),
@@ -249,23 +269,25 @@ def scaling_cmd(
                                kv_headroom=kv_headroom)
     for column in ("fleet_workers", "fleet_gpus", "bound_gpus", "fleet_p99_ttft_s", "fleet_p99_tpot_s"):
         fit.table[column] = [beside[r][column] for r in fit.table.rate]
-    if json_out:
-        print(to_json({**fit.to_dict(), "workers_are": ALADDIN_ONLINE, "fleet_workers_are": FLEET_ANSWER,
-                       "cost_model_caveats": cost_model_caveats(cost)}))
-        return
-    t = Table(title=f"Workers vs arrival rate: {llm.name} on {tensor_parallel}x{gpu_spec.name} ({dist.name}); "
-                    f"workers = {ALADDIN_ONLINE} ({method}); fleet = {FLEET_ANSWER}; bound = certified for any "
-                    f"policy, under cost model {cost.model} / {cost.gpu} / TP {cost.tensor_parallel}",
-              title_justify="left")
-    cols = [c for c in ("rate", "requests", "workers", "gpus", "mean_workers", "slo_attainment", "fleet_workers",
-                        "fleet_gpus", "bound_gpus", "fleet_p99_ttft_s", "fleet_p99_tpot_s") if c in fit.table]
-    for c in cols:
-        t.add_column(c, justify="right")
-    for _, row in fit.table.iterrows():
-        t.add_row(*[f"{row[c]:.4g}" if isinstance(row[c], float) else str(row[c]) for c in cols])
-    out.print(t)
-    print_cost_caveats(cost)
-    if fit.k_w is None:
-        out.print("Eq. 7: not fitted (it needs at least two distinct rates)")
-    else:
-        out.print(f"Eq. 7: N_w = ⌈{fit.k_w:.3f}·λ + {fit.c_w:.3f}⌉  (R² = {fit.r2:.3f})")
+    payload = {**fit.to_dict(), "workers_are": ALADDIN_ONLINE, "fleet_workers_are": FLEET_ANSWER,
+               "cost_model_caveats": cost_model_caveats(cost)}
+
+    def show() -> None:
+        t = Table(title=f"Workers vs arrival rate: {llm.name} on {tensor_parallel}x{gpu_spec.name} ({dist.name}); "
+                        f"workers = {ALADDIN_ONLINE} ({method}); fleet = {FLEET_ANSWER}; bound = certified for any "
+                        f"policy, under cost model {cost.model} / {cost.gpu} / TP {cost.tensor_parallel}",
+                  title_justify="left")
+        cols = [c for c in ("rate", "requests", "workers", "gpus", "mean_workers", "slo_attainment", "fleet_workers",
+                            "fleet_gpus", "bound_gpus", "fleet_p99_ttft_s", "fleet_p99_tpot_s") if c in fit.table]
+        for c in cols:
+            t.add_column(c, justify="right")
+        for _, row in fit.table.iterrows():
+            t.add_row(*[f"{row[c]:.4g}" if isinstance(row[c], float) else str(row[c]) for c in cols])
+        out.print(t)
+        print_cost_caveats(cost)
+        if fit.k_w is None:
+            out.print("Eq. 7: not fitted (it needs at least two distinct rates)")
+        else:
+            out.print(f"Eq. 7: N_w = ⌈{fit.k_w:.3f}·λ + {fit.c_w:.3f}⌉  (R² = {fit.r2:.3f})")
+
+    emit(payload, json_out=json_out, output=output, force=force, show=show)

@@ -1,4 +1,4 @@
-"""CLI of the placement family: solve, compare, generate, worker-config."""
+"""CLI of the placement family: solve, compare, generate, plan worker-config."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from planner.cli.common import (
     JsonOption,
     OutOption,
     SeedOption,
-    SolveProgress,
     SolverOption,
     ThreadsOption,
     check_out,
@@ -27,9 +26,8 @@ from planner.cli.common import (
     fmt_gap,
     out,
     print_cost_caveats,
-    to_json,
-    write_output,
 )
+from planner.cli.common import TIME_LIMIT_S, TPOT_HELP, VerboseOption, emit, run_progress, start_run
 from planner.errors import PlannerError
 
 if TYPE_CHECKING:
@@ -86,121 +84,84 @@ def _worker_table(result: Result, limit: int = 20) -> Table | None:
 def solve_placement_cmd(
     instance: Path = typer.Argument(..., help="placement scenario YAML"),
     solver: SolverOption = "highs",
-    time_limit: TimeLimitOption = None,
+    time_limit: TimeLimitOption = TIME_LIMIT_S,
     threads: ThreadsOption = None,
     seed: SeedOption = 0,
     json_out: JsonOption = False,
     output: OutOption = None,
     force: ForceOption = False,
-    verbose: bool = typer.Option(False, help="show the solver log"),
+    verbose: VerboseOption = False,
 ) -> None:
     """Solve the Aladdin placement MIP of one heartbeat to proven optimality."""
     from planner.placement.instance import load_placement_instance
-    from planner.placement.solve import solve_placement
-    from planner.solver import SolveStatus, check_solver_name
+    from planner.core.contract import RunOptions
+    from planner.placement.solve import PlacementKnobs, solve_placement
+    from planner.solver import SolveStatus
 
-    check_solver_name(solver)
-    check_run_options(time_limit, threads)
-    check_out(output, force)
-    started = time.perf_counter()  # --time-limit covers reading the instance too
+    started = start_run(solver=solver, time_limit=time_limit, threads=threads, output=output, force=force)
     problem = load_placement_instance(instance)
-    with SolveProgress(enabled=not verbose, unit=" workers") as progress:
+    with run_progress(verbose=verbose, unit=" workers") as progress:
         result = solve_placement(
-            problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed,
-            verbose=verbose, progress=progress, phase=progress.phase, started=started,
+            problem, RunOptions(solver=solver, time_limit=time_limit, threads=threads, seed=seed),
+            PlacementKnobs(verbose=verbose, progress=progress, phase=progress.phase, started=started),
         )
-    payload = {"instance": str(instance), "name": problem.name, **result.to_dict(),
-               "cost_model_caveats": cost_model_caveats(problem.cost)}
-    text = to_json(payload)
-    write_output(output, text, force)
-    if json_out:
-        print(text)
-    else:
+
+    def show() -> None:
         out.print(_summary_table(result, f"Placement: {problem.name}"))
         table = _worker_table(result)
         if table is not None:
             out.print(table)
         if result.status != SolveStatus.ERROR:
             print_cost_caveats(problem.cost)
-    if result.status == SolveStatus.ERROR:  # the requested solver could not run
-        raise typer.Exit(1)
+
+    emit({"instance": str(instance), "name": problem.name, **result.to_dict(),
+          "cost_model_caveats": cost_model_caveats(problem.cost)},
+         json_out=json_out, output=output, force=force, show=show, failed=result.status == SolveStatus.ERROR)
 
 
 def compare_placement_cmd(
     instance: Path = typer.Argument(..., help="placement scenario YAML"),
     solver: SolverOption = "highs",
-    time_limit: TimeLimitOption = None,
+    time_limit: TimeLimitOption = TIME_LIMIT_S,
     threads: ThreadsOption = None,
     seed: SeedOption = 0,
     json_out: JsonOption = False,
     output: OutOption = None,
     force: ForceOption = False,
 ) -> None:
-    """Every heuristic against the MIP optimum: workers, lower bound, gap to optimum, time."""
+    """Every heuristic and the MIP, each with the whole --time-limit: workers, GPUs, lower bound, gap, time.
+
+    The gap is `planner.compare`'s: to the MIP optimum, else to its bound, else to the best plan."""
+    from planner.cli.comparing import CompareProgress, comparison_payload, comparison_table, emit, exact_line
+    from planner.compare import compare
+    from planner.harness import RunOptions
+    from planner.placement.harness import HARNESS
     from planner.placement.instance import load_placement_instance
-    from planner.placement.solve import compare_placement
     from planner.solver import check_solver_name
 
     check_solver_name(solver)
     check_run_options(time_limit, threads)
     check_out(output, force)
-    started = time.perf_counter()  # --time-limit covers reading the instance too
     problem = load_placement_instance(instance)
-    with SolveProgress(unit=" workers") as progress:
-        heuristics, mip = compare_placement(
-            problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed,
-            progress=progress, phase=progress.phase, started=started,
-        )
-    best_bound = mip.bound
-    optimum = mip.objective if mip.proven_optimal else None
-    rows = []
-    for r in [*heuristics, mip]:
-        gap_opt = None
-        if optimum is not None and r.objective is not None:
-            gap_opt = (r.objective - optimum) / optimum
-        rows.append(
-            {
-                "method": r.method,
-                "status": r.status.value,
-                "workers": r.objective,
-                "gpus": r.solution.gpus_used if r.solution else None,
-                "lower_bound": r.bound,
-                "bound_source": r.bound_source,
-                # relative to the reference, like gap_to_optimum, so that gap_to_optimum ≤ gap_to_bound
-                "gap_to_bound": None if r.objective is None or best_bound is None or best_bound <= 0
-                else (r.objective - best_bound) / best_bound,
-                "gap_to_optimum": gap_opt,
-                "seconds": r.solve_seconds,
-                "valid": r.validation.feasible if r.validation else None,
-                "message": r.message,
-            }
-        )
-    payload = {"instance": str(instance), "name": problem.name, "optimum": optimum, "best_bound": best_bound, "methods": rows,
-               "mip": mip.to_dict(), "cost_model_caveats": cost_model_caveats(problem.cost)}
-    text = to_json(payload)
-    write_output(output, text, force)
-    if json_out:
-        print(text)
+    with CompareProgress(" workers") as progress:
+        comparison = compare(problem, HARNESS, options=RunOptions(solver, time_limit, threads, seed), progress=progress)
+
+    def gpus(row):  # noqa: ANN001, ANN202
+        sol = row.result.solution if row.result is not None else None
+        return None if sol is None else sol.gpus_used
+
+    def extras(row):  # noqa: ANN001, ANN202
+        return {"gpus": gpus(row), "bound_source": row.result.bound_source if row.result is not None else ""}
+
+    payload = comparison_payload(instance, problem.name, comparison, extras,
+                                 cost_model_caveats=cost_model_caveats(problem.cost))
+    if emit(payload, json_out, output, force):
         return
-    t = Table(title=f"Placement heuristics vs optimum: {problem.name}", title_justify="left")
-    for col in ("method", "workers", "GPUs", "lower bound", "gap to optimum", "time (s)", "valid", "status"):
-        t.add_column(col, justify="right" if col not in ("method", "status") else "left")
-    for row in rows:
-        t.add_row(
-            row["method"], fmt(row["workers"]), fmt(row["gpus"]), fmt(row["lower_bound"]),
-            fmt_gap(row["gap_to_optimum"]) if optimum is not None else f"≤{fmt_gap(row['gap_to_bound'])} (to bound)",
-            f"{row['seconds']:.3f}", "-" if row["valid"] is None else ("yes" if row["valid"] else "NO"), row["status"],
-        )
-    out.print(t)
-    if optimum is not None:
-        out.print(f"MIP optimum: {fmt(optimum)} workers (proven with {mip.solver}).")
-    else:
-        out.print(f"MIP: {mip.status.value}, best plan {fmt(mip.objective)} workers; no placement can use fewer than "
-                  f"{fmt(best_bound)} ({mip.bound_source}). {mip.message}")
+    columns = [("workers", lambda r: fmt(r.objective)), ("GPUs", lambda r: fmt(gpus(r))),
+               ("lower bound", lambda r: fmt(r.bound))]
+    out.print(comparison_table(comparison, f"Placement heuristics vs MIP: {problem.name}", columns, " workers"))
+    exact_line(comparison, " workers")
     print_cost_caveats(problem.cost)
-    for r in heuristics:
-        if r.solution is None:
-            err.print(f"{r.method}: {r.message}")
 
 
 def generate_placement_cmd(
@@ -213,13 +174,13 @@ def generate_placement_cmd(
     requests: int = typer.Option(40, help="new requests in the heartbeat"),
     ongoing: int = typer.Option(0, help="ongoing requests already decoding"),
     ttft: float = typer.Option(1.6, help="TTFT SLO (s)"),
-    atgt: float = typer.Option(0.075, help="ATGT SLO (s/token)"),
+    atgt: float = typer.Option(0.075, "--tpot", help=TPOT_HELP),
     mode: str = typer.Option("colocated", help="colocated or decode_only"),
     strictness: float = typer.Option(0.5, help="λ"),
     kv_headroom: float = typer.Option(1.0, help="θ"),
     seed: SeedOption = 0,
     name: str = typer.Option(None, help="instance name (default: file stem)"),
-    force: bool = typer.Option(False, help="overwrite existing files"),
+    force: ForceOption = False,
 ) -> None:
     """Generate a placement instance from a real trace's length distribution."""
     from planner.core.types import WorkerConfig
@@ -257,13 +218,15 @@ def generate_placement_cmd(
 def worker_config_cmd(
     model: str = typer.Option(..., help="model name from the catalog (e.g. Llama-2-70B)"),
     gpu: str = typer.Option(..., help="GPU type from the catalog (e.g. A100-80GB-SXM)"),
-    atgt: float = typer.Option(None, help="ATGT SLO (s/token); default: Aladdin Table 2 value when known"),
+    atgt: float = typer.Option(None, "--tpot", help=TPOT_HELP + "; default: the Aladdin paper's Table 2 value when known"),
     workload: str = typer.Option("sharegpt", help="length distribution giving mean input/output lengths"),
-    degrees: str = typer.Option("1,2,4,8", help="tensor-parallel degrees to evaluate"),
+    degrees: list[int] = typer.Option([1, 2, 4, 8], "--tp", help="tensor-parallel degree to evaluate; repeat for several"),
     memory_utilization: float = typer.Option(1.0, help="fraction of GPU memory usable (vLLM gpu_memory_utilization)"),
     price: float = typer.Option(None, help="GPU price per hour, for $/million tokens"),
     models_dir: Path = typer.Option(None, help="directory of cost-model files (default: ./models)"),
     json_out: JsonOption = False,
+    output: OutOption = None,
+    force: ForceOption = False,
 ) -> None:
     """Best GPUs per worker (Eq. 5–6): per-GPU decode throughput under KV and ATGT limits."""
     from planner.placement.worker_config import worker_configurations
@@ -274,43 +237,42 @@ def worker_config_cmd(
         gpu_spec = gpu_spec.model_copy(update={"price_per_hour": price})
     if not 0 < memory_utilization <= 1:
         raise PlannerError(f"--memory-utilization must be in (0, 1], got {memory_utilization}")
-    try:
-        degree_list = tuple(int(d) for d in degrees.split(","))
-    except ValueError:
-        raise PlannerError(f"--degrees must be comma-separated integers, got {degrees!r}") from None
+    degree_list = tuple(sorted(set(degrees)))
     if any(d < 1 for d in degree_list):
-        raise PlannerError("--degrees must be positive")
+        raise PlannerError(f"--tp must be at least 1, got {min(degree_list)}")
     if atgt is None:
         atgt = ALADDIN_ATGT_SLO.get(llm.name)
         if atgt is None:
-            raise PlannerError(f"no default ATGT SLO for {llm.name}; pass --atgt")
+            raise PlannerError(f"no default TPOT SLO for {llm.name}; pass --tpot")
     if atgt <= 0:
-        raise PlannerError(f"--atgt must be positive, got {atgt}")
+        raise PlannerError(f"--tpot must be positive, got {atgt}")
+    start_run(output=output, force=force)
     dist = find_distribution(workload)
     report = worker_configurations(
         llm, gpu_spec, atgt_s=atgt, mean_input=dist.mean_input, mean_output=dist.mean_output,
         degrees=degree_list, memory_utilization=memory_utilization,
         models_dir=str(models_dir) if models_dir else None,
     )
-    if json_out:
-        print(to_json(report.to_dict()))
-        return
-    t = Table(title=f"Worker configuration: {llm.name} on {gpu_spec.name}, ATGT ≤ {atgt:g} s, "
-                    f"mean in/out {dist.mean_input:.0f}/{dist.mean_output:.0f} tokens ({dist.name})", title_justify="left")
-    for col in ("GPUs/worker", "KV cache (GB)", "batch (KV)", "batch (SLO)", "bottleneck", "tokens/s/GPU", "$/M tokens", "note"):
-        t.add_column(col, justify="right" if col not in ("bottleneck", "note") else "left")
-    best = report.best
-    for o in report.options:
-        mark = " *" if best is not None and o.tensor_parallel == best.tensor_parallel else ""
-        t.add_row(
-            f"{o.tensor_parallel}{mark}", f"{o.kv_capacity_gb:.1f}", fmt(o.batch_kv, 4) if o.batch_kv else "-",
-            fmt(o.batch_slo, 4) if o.batch_slo else "-", o.bottleneck or "-",
-            f"{o.tokens_per_s_per_gpu:.1f}" if o.feasible else "-",
-            "-" if o.usd_per_million_tokens is None else f"{o.usd_per_million_tokens:.3f}",
-            o.reason or ", ".join(filter(None, [o.cost_source, *o.cost_caveats])),
-        )
-    out.print(t)
-    out.print(f"best: {best.tensor_parallel} GPU(s) per worker" if best else "no feasible configuration")
+
+    def show() -> None:
+        t = Table(title=f"Worker configuration: {llm.name} on {gpu_spec.name}, TPOT ≤ {atgt:g} s, "
+                        f"mean in/out {dist.mean_input:.0f}/{dist.mean_output:.0f} tokens ({dist.name})", title_justify="left")
+        for col in ("GPUs/worker", "KV cache (GB)", "batch (KV)", "batch (SLO)", "bottleneck", "tokens/s/GPU", "$/M tokens", "note"):
+            t.add_column(col, justify="right" if col not in ("bottleneck", "note") else "left")
+        best = report.best
+        for o in report.options:
+            mark = " *" if best is not None and o.tensor_parallel == best.tensor_parallel else ""
+            t.add_row(
+                f"{o.tensor_parallel}{mark}", f"{o.kv_capacity_gb:.1f}", fmt(o.batch_kv, 4) if o.batch_kv else "-",
+                fmt(o.batch_slo, 4) if o.batch_slo else "-", o.bottleneck or "-",
+                f"{o.tokens_per_s_per_gpu:.1f}" if o.feasible else "-",
+                "-" if o.usd_per_million_tokens is None else f"{o.usd_per_million_tokens:.3f}",
+                o.reason or ", ".join(filter(None, [o.cost_source, *o.cost_caveats])),
+            )
+        out.print(t)
+        out.print(f"best: {best.tensor_parallel} GPU(s) per worker" if best else "no feasible configuration")
+
+    emit(report.to_dict(), json_out=json_out, output=output, force=force, show=show)
 
 
 def make_options(mode: str, strictness: float, kv_headroom: float) -> PlacementOptions:
@@ -325,11 +287,11 @@ def make_options(mode: str, strictness: float, kv_headroom: float) -> PlacementO
 
 
 def make_slos(ttft: float, atgt: float, cost=None) -> SLOSet:
-    """The one-class SLO set of --ttft / --atgt; with ``cost``, --atgt must clear the un-batched decode time."""
+    """The one-class SLO set of --ttft / --tpot (the Aladdin paper's ATGT); with ``cost``, --tpot must clear the un-batched decode time."""
     from planner.core.types import SLOClass, SLOSet
 
     check_positive("--ttft", ttft)
-    check_positive("--atgt", atgt)
+    check_positive("--tpot", atgt)
     if cost is not None:
         check_atgt(atgt, cost)
     return SLOSet(classes={"default": SLOClass(ttft_s=ttft, atgt_s=atgt)})
@@ -342,10 +304,10 @@ def check_positive(option: str, value: float) -> None:
 
 
 def check_atgt(atgt: float, cost) -> None:
-    """The placement problem's own check, as one line naming --atgt."""
+    """The placement problem's own check, as one line naming --tpot."""
     floor = cost.decode_base_s + cost.decode_s_per_request
     if atgt <= floor:
-        raise PlannerError(f"--atgt: {atgt} s is not above the un-batched decode iteration time {floor:.4f} s "
+        raise PlannerError(f"--tpot: {atgt} s is not above the un-batched decode iteration time {floor:.4f} s "
                            "of the cost model; no batch can meet it")
 
 
@@ -400,5 +362,5 @@ def resolve_serving(model: str, gpu: str, tensor_parallel: int, cost_model: Path
 #: Largest --requests / --ongoing of `planner generate placement` (larger ones exhaust memory).
 MAX_GENERATED_REQUESTS = 1_000_000
 
-# Aladdin Table 2 decode SLOs on A100 [P] (FORMULATIONS.md §1.6).
+# Aladdin Table 2 decode SLOs on A100 [P] (docs/papers.md, docs/placement.md).
 ALADDIN_ATGT_SLO = {"Llama-2-70B": 0.075, "Llama-2-13B": 0.030, "Llama-2-7B": 0.015}

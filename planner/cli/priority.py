@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -24,9 +23,8 @@ from planner.cli.common import (
     fmt_gap,
     out,
     print_cost_caveats,
-    to_json,
-    write_output,
 )
+from planner.cli.common import TIME_LIMIT_S, SolverOption, ThreadsOption, TimeLimitOption, emit, run_progress, start_run
 from planner.errors import InputError, PlannerError
 
 if TYPE_CHECKING:
@@ -38,19 +36,16 @@ if TYPE_CHECKING:
 METHODS = ("exact", "sa", "exhaustive", "fcfs", "spf", "edf")
 EXACT_METHODS = ("auto", "bnb", "milp", "hybrid")
 
-ExactMethodOption = Annotated[str, typer.Option(
-    "--exact-method", help=f"the exact method: one of {', '.join(EXACT_METHODS)} (auto: the subset DP at b_max = 1 "
-                           "and N ≤ 20, else the branch-and-bound; hybrid: branch-and-bound then Dinkelbach MILP)")]
+FormulationOption = Annotated[str, typer.Option(
+    "--formulation", help=f"the exact algorithm: one of {', '.join(EXACT_METHODS)} (auto: the subset DP at b_max = 1 "
+                          "and N ≤ 20, else the branch-and-bound; hybrid: branch-and-bound then Dinkelbach MILP)")]
+#: compare priority's annotation: the same --formulation.
+ExactMethodOption = FormulationOption
 
 
 def _check_exact_method(exact_method: str) -> None:
     if exact_method not in EXACT_METHODS:
-        raise PlannerError(f"unknown --exact-method {exact_method!r} (use one of {', '.join(EXACT_METHODS)})")
-
-
-def _check_time_limit(time_limit: float | None) -> None:
-    if time_limit is not None and not time_limit > 0:  # also rejects nan
-        raise PlannerError(f"--time-limit must be positive, got {time_limit}")
+        raise PlannerError(f"unknown --formulation {exact_method!r} (use one of {', '.join(EXACT_METHODS)})")
 
 
 def _check_multi_instance(instance: Path, problem: PriorityProblem, instances: int) -> None:
@@ -99,113 +94,111 @@ def _summary(result: Result, problem: PriorityProblem) -> Table:
 
 def solve_priority_cmd(
     instance: Path = typer.Argument(..., help="priority instance YAML"),
-    method: str = typer.Option("exact", help=f"one of {', '.join(METHODS)}"),
+    method: str = typer.Option("exact", help=f"which method runs: one of {', '.join(METHODS)}"),
     b_max: int = typer.Option(None, "--b-max", help="maximum batch size (overrides the file)"),
     instances: int = typer.Option(1, "--instances", help="Alg. 2: split the jobs over this many instances (needs token_capacity)"),
-    time_limit: float = typer.Option(120.0, "--time-limit", help="seconds for the whole call (exact / exhaustive), spent in nominal seconds so the same seed repeats; returns the best plan and a bound"),
+    solver: SolverOption = "highs",
+    threads: ThreadsOption = None,
+    time_limit: TimeLimitOption = TIME_LIMIT_S,
     seed: SeedOption = 0,
-    exact_method: ExactMethodOption = "auto",
+    exact_method: FormulationOption = "auto",
     json_out: JsonOption = False,
     output: OutOption = None,
     force: ForceOption = False,
 ) -> None:
-    """Priority order and batch sizes maximising G = (jobs meeting their SLO) / (Σ latency)."""
+    """Priority order and batch sizes maximising G = (jobs meeting their SLO) / (Σ latency).
+
+    --time-limit covers the whole call (exact / exhaustive) and is spent in nominal seconds, so the same seed
+    repeats; --solver and --threads solve the MILP of --formulation milp/hybrid (one thread by default)."""
     from planner.priority.solve import run_method, run_multi_instance
     from planner.solver import SolveStatus
 
     if method not in METHODS:
         raise PlannerError(f"unknown --method {method!r} (use one of {', '.join(METHODS)})")
     _check_exact_method(exact_method)
-    _check_time_limit(time_limit)
-    check_out(output, force)
-    started = time.perf_counter()  # --time-limit covers reading the instance too
+    started = start_run(solver=solver, time_limit=time_limit, threads=threads, output=output, force=force)  # --time-limit covers reading too
     problem = _load(instance, b_max)
     _check_multi_instance(instance, problem, instances)
-    if instances != 1:
-        result = run_multi_instance(problem, instances, method, seed=seed, time_limit=time_limit, started=started)
-    else:
-        result = run_method(problem, method, time_limit=time_limit, seed=seed, exact_method=exact_method,
-                            started=started)
-    payload = {"instance": str(instance), "name": problem.name, **result.to_dict(),
-               "cost_model_caveats": cost_model_caveats(problem.cost_model)}
-    text = to_json(payload)
-    write_output(output, text, force)
-    if json_out:
-        print(text)
-    else:
+    with run_progress(f"{method} search over {problem.size} jobs"):
+        if instances != 1:
+            result = run_multi_instance(problem, instances, method, seed=seed, time_limit=time_limit,
+                                        started=started)
+        else:
+            result = run_method(problem, method, time_limit=time_limit, seed=seed, exact_method=exact_method,
+                                started=started, solver=solver, threads=threads)
+    def show() -> None:
         out.print(_summary(result, problem))
         if result.status != SolveStatus.ERROR:
             print_cost_caveats(problem.cost_model)
-    if result.status == SolveStatus.ERROR:
-        raise typer.Exit(1)
+
+    emit({"instance": str(instance), "name": problem.name, **result.to_dict(),
+          "cost_model_caveats": cost_model_caveats(problem.cost_model)},
+         json_out=json_out, output=output, force=force, show=show, failed=result.status == SolveStatus.ERROR)
 
 
 def compare_priority_cmd(
     instance: Path = typer.Argument(..., help="priority instance YAML"),
     b_max: int = typer.Option(None, "--b-max", help="maximum batch size (overrides the file)"),
-    time_limit: float = typer.Option(120.0, "--time-limit", help="seconds for the exact search (returns its best plan and bound)"),
+    solver: SolverOption = "highs",
+    threads: ThreadsOption = None,
+    time_limit: TimeLimitOption = TIME_LIMIT_S,
     seed: SeedOption = 0,
-    exact_method: ExactMethodOption = "auto",
+    exact_method: FormulationOption = "auto",
     json_out: JsonOption = False,
     output: OutOption = None,
     force: ForceOption = False,
 ) -> None:
-    """Every method against the exact optimum: G, SLO attainment, mean latency, time, gap."""
-    from planner.priority.heuristics import HEURISTICS
+    """Every heuristic and the exact search, each with the whole --time-limit: G, SLO attainment, mean latency, gap.
+
+    The gap is `planner.compare`'s: to the exact optimum, else to its bound, else to the best plan."""
+    from dataclasses import replace
+
+    from planner.cli.comparing import CompareProgress, comparison_payload, comparison_table, emit, exact_line
+    from planner.compare import compare
+    from planner.harness import RunOptions
+    from planner.priority.harness import HARNESS
     from planner.priority.solve import run_method
 
     _check_exact_method(exact_method)
-    _check_time_limit(time_limit)
-    check_out(output, force)
+    start_run(solver=solver, time_limit=time_limit, threads=threads, output=output, force=force)
     problem = _load(instance, b_max)
-    results = [run_method(problem, name, seed=seed) for name in HEURISTICS]
-    exact = run_method(problem, "exact", time_limit=time_limit, seed=seed, exact_method=exact_method)
-    optimum = exact.objective if exact.proven_optimal else None
-    reference = optimum if optimum is not None else exact.bound
-    rows = []
-    for r in [*results, exact]:
-        sol = r.solution
-        gap = None if reference is None or r.objective is None else (reference - r.objective) / max(reference, 1e-300)
-        rows.append({
-            "method": r.method, "status": r.status.value, "G": r.objective,
-            "slo_attainment": sol.met / problem.size if sol else None,
-            "mean_latency_s": sol.total_latency_ms / problem.size / 1000 if sol else None,
-            "seconds": r.solve_seconds, "gap_to_optimum": gap if optimum is not None else None,
-            "gap_to_bound": gap if optimum is None else None,
-            "valid": r.validation.feasible if r.validation else None,
-        })
-    payload = {"instance": str(instance), "name": problem.name, "optimum": optimum, "bound": exact.bound,
-               "methods": rows, "exact": exact.to_dict(), "cost_model_caveats": cost_model_caveats(problem.cost_model)}
-    text = to_json(payload)
-    write_output(output, text, force)
-    if json_out:
-        print(text)
+    harness = replace(HARNESS, run=lambda p, method, options: run_method(
+        p, method, time_limit=options.time_limit, seed=options.seed, exact_method=exact_method,
+        solver=options.solver, threads=options.threads))
+    with CompareProgress(" req/s") as progress:
+        comparison = compare(problem, harness, options=RunOptions(solver=solver, threads=threads, time_limit=time_limit,
+                                                                  seed=seed), progress=progress)
+
+    def attainment(row):  # noqa: ANN001, ANN202
+        sol = row.result.solution if row.result is not None else None
+        return None if sol is None else sol.met / problem.size
+
+    def mean_latency(row):  # noqa: ANN001, ANN202
+        sol = row.result.solution if row.result is not None else None
+        return None if sol is None else sol.total_latency_ms / problem.size / 1000
+
+    payload = comparison_payload(instance, problem.name, comparison,
+                                 lambda r: {"slo_attainment": attainment(r), "mean_latency_s": mean_latency(r)},
+                                 cost_model_caveats=cost_model_caveats(problem.cost_model))
+    if emit(payload, json_out, output, force):
         return
-    t = Table(title=f"Priority methods vs optimum: {problem.name} (N = {problem.size}, b_max = {problem.b_max})",
-              title_justify="left")
-    for col in ("method", "G (req/s)", "SLO attainment", "mean latency (s)", "gap to optimum", "time (s)", "valid", "status"):
-        t.add_column(col, justify="left" if col in ("method", "status") else "right")
-    for row in rows:
-        gap = fmt_gap(row["gap_to_optimum"]) if optimum is not None else f"≤{fmt_gap(row['gap_to_bound'])} (to bound)"
-        t.add_row(row["method"], fmt(row["G"], 5), fmt_gap(row["slo_attainment"]), fmt(row["mean_latency_s"], 4), gap,
-                  f"{row['seconds']:.4f}", "-" if row["valid"] is None else ("yes" if row["valid"] else "NO"), row["status"])
-    out.print(t)
-    if optimum is not None:
-        out.print(f"Exact optimum G = {fmt(optimum, 6)} req/s (proven by {exact.solver}, {exact.stats.get('nodes')} nodes or DP rounds).")
-    else:
-        out.print(f"Exact search stopped: best G = {fmt(exact.objective, 6)}, no plan exceeds {fmt(exact.bound, 6)}. {exact.message}")
+    columns = [("G (req/s)", lambda r: fmt(r.objective, 5)), ("SLO attainment", lambda r: fmt_gap(attainment(r))),
+               ("mean latency (s)", lambda r: fmt(mean_latency(r), 4))]
+    title = f"Priority methods: {problem.name} (N = {problem.size}, b_max = {problem.b_max})"
+    out.print(comparison_table(comparison, title, columns, " req/s"))
+    exact_line(comparison, " req/s")
     print_cost_caveats(problem.cost_model)
 
 
 def generate_priority_cmd(
     output: Path = typer.Argument(..., help="instance YAML to write"),
     jobs: int = typer.Option(10, help="number of jobs (half chat, half code)"),
-    b_max: int = typer.Option(1, "--b-max"),
+    b_max: int = typer.Option(1, "--b-max", help="maximum batch size"),
     seed: SeedOption = 0,
     slo_spread: float = typer.Option(0.0, help="per-job SLO factor drawn from [1-spread, 1+spread] (0: paper's constant SLOs)"),
     token_capacity: int = typer.Option(None, help="per-batch token capacity (Eq. 20)"),
     name: str = typer.Option(None, help="instance name (default: file stem)"),
-    force: bool = typer.Option(False, help="overwrite an existing file"),
+    force: ForceOption = False,
 ) -> None:
     """Generate a priority instance in the paper's setting (Table 2 model, chat/code mix)."""
     from planner.costmodels.files import default_models_dir

@@ -25,9 +25,8 @@ from planner.cli.common import (
     out,
     print_cost_caveats,
     several_cost_model_caveats,
-    to_json,
-    write_output,
 )
+from planner.cli.common import TIME_LIMIT_S, VerboseOption, emit, run_progress, start_run
 from planner.errors import PlannerError
 
 
@@ -58,38 +57,36 @@ def solve_queueing_cmd(
     instance: Path = typer.Argument(..., help="queueing instance YAML"),
     objective: str = typer.Option(None, help="penalty (hard SLOs) | total_lateness | max_lateness | late_groups"),
     deadline: str = typer.Option(None, help="SLO on the group's estimated start or completion"),
-    formulation: str = typer.Option("auto", help="auto (= certified for the penalty objective: local search + "
+    formulation: str = typer.Option("auto", help="exact model: auto (= certified for the penalty objective: local search + "
                                                  "certified assignment bound + reduced-cost-fixed slots MILP) | "
                                                  "certified | slots (exact dense MILP) | blocks (model-block restriction)"),
     solver: SolverOption = "highs",
-    time_limit: TimeLimitOption = None,
+    time_limit: TimeLimitOption = TIME_LIMIT_S,
     threads: ThreadsOption = None,
     seed: SeedOption = 0,
     json_out: JsonOption = False,
     output: OutOption = None,
     force: ForceOption = False,
-    verbose: bool = typer.Option(False, help="show the solver log"),
+    verbose: VerboseOption = False,
 ) -> None:
     """Order the virtual queues with the QLM MILP; soft version and scale-up when SLOs cannot be met."""
+    from planner.core.contract import RunOptions
     from planner.queueing.evaluator import EstimatorEvaluator
-    from planner.queueing.solve import solve_queueing
+    from planner.queueing.solve import QueueingKnobs, solve_queueing
     from planner.solver import SolveStatus
 
     _check(time_limit, formulation, solver, threads)
-    check_out(output, force)
-    started = time.perf_counter()  # --time-limit covers reading the instance too
+    started = start_run(output=output, force=force)  # --time-limit covers reading the instance too
     problem = _load(instance, objective, deadline)
-    result = solve_queueing(problem, solver=solver, formulation=formulation, time_limit=time_limit,
-                            threads=threads, seed=seed, verbose=verbose, started=started)
+    with run_progress(f"ordering {problem.num_groups} groups on {problem.num_queues} queues", verbose=verbose):
+        result = solve_queueing(problem, RunOptions(solver=solver, time_limit=time_limit, threads=threads, seed=seed),
+                                QueueingKnobs(formulation=formulation, verbose=verbose, started=started))
     payload = {"instance": str(instance), "name": problem.name, **result.to_dict()}
     if result.solution is not None:
         payload["evaluation"] = EstimatorEvaluator().evaluate(problem, result.solution).to_dict()
     payload["cost_model_caveats"] = several_cost_model_caveats(cost_models_of(problem))
-    text = to_json(payload)
-    write_output(output, text, force)
-    if json_out:
-        print(text)
-    else:
+
+    def show() -> None:
         t = Table(title=f"Queueing: {problem.name} ({problem.num_groups} groups, {problem.num_queues} queues)",
                   show_header=False, title_justify="left")
         t.add_column("", style="bold")
@@ -129,34 +126,55 @@ def solve_queueing_cmd(
             out.print(q)
         if result.status != SolveStatus.ERROR:
             print_cost_caveats(*cost_models_of(problem))
-    if result.status == SolveStatus.ERROR:
-        raise typer.Exit(1)
+
+    emit(payload, json_out=json_out, output=output, force=force, show=show, failed=result.status == SolveStatus.ERROR)
 
 
 def compare_queueing_cmd(
     instance: Path = typer.Argument(..., help="queueing instance YAML"),
     objective: str = typer.Option(None, help="objective every method is scored on"),
     deadline: str = typer.Option(None, help="start or completion"),
-    formulation: str = typer.Option("auto", help="auto (certified pipeline for penalty) | certified | slots | blocks"),
+    formulation: str = typer.Option("auto", help="exact model: auto (certified pipeline for penalty) | certified | slots | blocks"),
     solver: SolverOption = "highs",
-    time_limit: TimeLimitOption = None,
+    time_limit: TimeLimitOption = TIME_LIMIT_S,
+    threads: ThreadsOption = None,
+    seed: SeedOption = 0,
     evaluator: str = typer.Option("estimator", help="estimator (RWT estimates) or simulator (batching family's simulator)"),
     json_out: JsonOption = False,
     output: OutOption = None,
     force: ForceOption = False,
 ) -> None:
-    """EDF, FCFS and greedy against the MILP: objective, SLO attainment, swaps, drain time, solve time."""
+    """EDF, FCFS, greedy and the MILP, each with the whole --time-limit: objective, gap, SLO attainment, swaps.
+
+    The gap is `planner.compare`'s (without the objective's constant −Σ SLO): to the MILP optimum, else to its
+    bound, else to the best plan."""
+    from dataclasses import replace
+
+    from planner.cli.comparing import CompareProgress, comparison_payload, comparison_table, emit, exact_line
+    from planner.compare import compare
+    from planner.harness import RunOptions
     from planner.queueing.evaluator import EVALUATORS
-    from planner.queueing.solve import compare_queueing
+    from planner.queueing.harness import HARNESS
+    from planner.queueing.solve import QueueingKnobs, precheck, run_heuristic, solve_queueing
     from planner.queueing.validator import validate_assignment
     from planner.solver import SolveStatus
 
-    _check(time_limit, formulation, solver)
+    _check(time_limit, formulation, solver, threads)
     check_out(output, force)
     problem = _load(instance, objective, deadline)
     if evaluator not in EVALUATORS:
         raise PlannerError(f"--evaluator must be one of {', '.join(EVALUATORS)}, got {evaluator!r}")
-    baselines, milp = compare_queueing(problem, solver=solver, formulation=formulation, time_limit=time_limit)
+    precheck(problem)  # an instance no plan can serve: one line, before any method runs
+
+    def run(p, method, options):  # noqa: ANN001, ANN202
+        if method != HARNESS.exact_method:
+            return run_heuristic(p, method)
+        return solve_queueing(p, options, QueueingKnobs(formulation=formulation))
+
+    with CompareProgress() as progress:
+        comparison = compare(problem, replace(HARNESS, run=run), options=RunOptions(solver, time_limit, threads, seed),
+                             progress=progress)
+    milp = comparison.exact.result
     evaluator_impl = EVALUATORS[evaluator]()
     cost_models = cost_models_of(problem)
     if evaluator == "simulator":  # it times every run with the batching family's default InferMax model
@@ -166,39 +184,35 @@ def compare_queueing_cmd(
     # SLOs that cannot all be met: the MILP row holds the soft version's plan, so every row is also
     # scored on that soft objective (by the validator), which makes the rows comparable
     soft = milp.stats.get("soft", {}).get("objective") if isinstance(milp.stats.get("soft"), dict) else None
-    rows = []
-    for r in [*baselines, milp]:
-        ev = evaluator_impl.evaluate(problem, r.solution).to_dict() if r.solution is not None else None
-        row = {**r.to_dict(), "evaluation": ev}
-        if soft is not None and r.solution is not None:
-            row["soft"] = {"objective": soft, "value": validate_assignment(problem, r.solution, soft).objective}
-        rows.append(row)
-    text = to_json({"instance": str(instance), "name": problem.name, "objective_name": problem.objective,
-                    "soft_objective_name": soft, "methods": rows,
-                    "cost_model_caveats": several_cost_model_caveats(cost_models)})
-    write_output(output, text, force)
-    if json_out:
-        print(text)
+    extra: dict[str, dict] = {}
+    for row in comparison.rows:
+        sol = row.result.solution if row.result is not None else None
+        entry: dict = {"evaluation": evaluator_impl.evaluate(problem, sol).to_dict() if sol is not None else None}
+        if soft is not None and sol is not None:
+            entry["soft"] = {"objective": soft, "value": validate_assignment(problem, sol, soft).objective}
+        extra[row.method] = entry
+    payload = comparison_payload(instance, problem.name, comparison, lambda r: extra[r.method],
+                                 objective_name=problem.objective, soft_objective_name=soft,
+                                 cost_model_caveats=several_cost_model_caveats(cost_models))
+    if emit(payload, json_out, output, force):
         return
-    t = Table(title=f"Queueing compare: {problem.name} (objective {problem.objective}, deadline on {problem.deadline}; "
-                    f"evaluated by the {evaluator})",
-              title_justify="left")
-    columns = ["method", "status", "objective", "SLO attainment", "per class", "swaps", "drain (s)", "tok/s", "time (s)"]
+
+    def ev(row, key, form):  # noqa: ANN001, ANN202
+        e = extra[row.method]["evaluation"]
+        return "-" if e is None else form(e[key])
+
+    columns = [("objective", lambda r: fmt(r.objective, 6)),
+               ("SLO attainment", lambda r: ev(r, "overall_attainment", lambda v: f"{100 * v:.1f}%")),
+               ("per class", lambda r: ev(r, "slo_attainment", lambda v: ", ".join(f"{k} {100 * a:.0f}%" for k, a in v.items()))),
+               ("swaps", lambda r: ev(r, "swaps", str)), ("drain (s)", lambda r: ev(r, "drain_s", lambda v: f"{v:.1f}")),
+               ("tok/s", lambda r: ev(r, "throughput_tokens_per_s", lambda v: f"{v:.0f}"))]
     if soft is not None:
-        columns.insert(3, f"{soft} (soft)")
-    for col in columns:
-        t.add_column(col, justify="left" if col in ("method", "status", "per class") else "right")
-    for row in rows:
-        ev = row["evaluation"]
-        per_class = ", ".join(f"{k} {100 * v:.0f}%" for k, v in ev["slo_attainment"].items()) if ev else "-"
-        soft_cell = [fmt(row["soft"]["value"], 6) if "soft" in row else "-"] if soft is not None else []
-        t.add_row(row["method"], row["status"], fmt(row["objective"], 6), *soft_cell,
-                  f"{100 * ev['overall_attainment']:.1f}%" if ev else "-", per_class,
-                  str(ev["swaps"]) if ev else "-", f"{ev['drain_s']:.1f}" if ev else "-",
-                  f"{ev['throughput_tokens_per_s']:.0f}" if ev else "-", f"{row['solve_seconds']:.3f}")
-    out.print(t)
-    if milp.message:
-        out.print(f"MILP: {milp.message}")
+        columns.insert(1, (f"{soft} (soft)", lambda r: fmt(extra[r.method]["soft"]["value"], 6)
+                           if "soft" in extra[r.method] else "-"))
+    title = (f"Queueing compare: {problem.name} (objective {problem.objective}, deadline on {problem.deadline}; "
+             f"evaluated by the {evaluator})")
+    out.print(comparison_table(comparison, title, columns))
+    exact_line(comparison)
     if milp.status in (SolveStatus.INFEASIBLE, SolveStatus.NO_SOLUTION) and problem.hard_deadlines:
         out.print("no plan meets every hard SLO" + (f": column '{soft} (soft)' scores every plan on the soft version "
                                                    "(the MILP row holds the soft version's plan)" if soft else "")
@@ -208,25 +222,37 @@ def compare_queueing_cmd(
 
 def simulate_queueing_cmd(
     instance: Path = typer.Argument(..., help="queueing instance YAML whose groups carry arrival times (a trace)"),
-    policy: str = typer.Option("all", help="qlm (MILP re-solved only on a predicted violation) | edf | fcfs | all"),
+    policy: str = typer.Option("all", "--method", help="policy: qlm (MILP re-solved only on a predicted violation) | edf | fcfs | all"),
     solver: SolverOption = "highs",
-    time_limit: float = typer.Option(5.0, "--time-limit", help="seconds per MILP re-solve"),
+    time_limit: TimeLimitOption = TIME_LIMIT_S,
+    threads: ThreadsOption = None,
     json_out: JsonOption = False,
+    output: OutOption = None,
+    force: ForceOption = False,
 ) -> None:
-    """Replay the groups in arrival order; QLM re-solves only when the estimator predicts a violation."""
+    """Replay the groups in arrival order; QLM re-solves only when the estimator predicts a violation.
+
+    --solver, --time-limit and --threads apply to each MILP re-solve.  The replay is deterministic (no --seed)."""
     from planner.queueing.instance import load_queueing_instance
     from planner.queueing.trigger import POLICIES, replay_trace
 
-    _check(time_limit, "auto", solver)
+    _check(time_limit, "auto", solver, threads)
     policies = POLICIES if policy == "all" else (policy,)
     if any(p not in POLICIES for p in policies):
-        raise PlannerError(f"--policy must be one of {', '.join(POLICIES)} or all, got {policy!r}")
+        raise PlannerError(f"--method must be one of {', '.join(POLICIES)} or all, got {policy!r}")
+    start_run(output=output, force=force)
     problem = load_queueing_instance(instance)
-    reports = [replay_trace(problem, p, solver=solver, time_limit=time_limit) for p in policies]
-    if json_out:
-        print(to_json({"instance": str(instance), "name": problem.name, "replays": [r.to_dict() for r in reports],
-                       "cost_model_caveats": several_cost_model_caveats(cost_models_of(problem))}))
-        return
+    reports = []
+    with run_progress() as progress:
+        for p in policies:
+            progress.phase(f"replaying {problem.num_groups} groups under {p}")
+            reports.append(replay_trace(problem, p, solver=solver, time_limit=time_limit, threads=threads))
+    emit({"instance": str(instance), "name": problem.name, "replays": [r.to_dict() for r in reports],
+          "cost_model_caveats": several_cost_model_caveats(cost_models_of(problem))},
+         json_out=json_out, output=output, force=force, show=lambda: _show_replays(problem, reports))
+
+
+def _show_replays(problem, reports) -> None:  # noqa: ANN001
     t = Table(title=f"Queueing trace replay: {problem.name} ({problem.num_groups} groups, {problem.num_queues} instances)",
               title_justify="left")
     for col in ("policy", "SLO attainment", "per class", "swaps", "drain (s)", "MILP solves", "MILP time (s)"):

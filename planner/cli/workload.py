@@ -7,8 +7,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from planner.cli.common import ForceOption, JsonOption, check_out, out, to_json
-from planner.cli.online import TRACE_FORMATS
+from planner.cli.common import ForceOption, JsonOption, TraceFormatOption, check_out, out, to_json
 from planner.errors import PlannerError
 
 app = typer.Typer(help="Request-length distributions derived from real traces.", no_args_is_help=True)
@@ -17,9 +16,9 @@ app = typer.Typer(help="Request-length distributions derived from real traces.",
 @app.command("derive")
 def derive_cmd(
     trace: Path = typer.Argument(..., help="trace file (ShareGPT/arXiv processed CSV, Azure 2023 CSV, Mooncake JSONL)"),
-    fmt: str = typer.Option(..., "--format", help=f"one of: {', '.join(TRACE_FORMATS)}"),
+    output: Path = typer.Argument(..., help="distribution YAML to write"),
+    fmt: TraceFormatOption = "azure",
     name: str = typer.Option(..., help="distribution name"),
-    output: Path = typer.Option(..., "--out", help="YAML to write"),
     source: str = typer.Option(None, help="provenance line stored in the file (default: the trace path)"),
     bins: int = typer.Option(24, help="log-spaced input-length bins"),
     force: ForceOption = False,
@@ -29,7 +28,7 @@ def derive_cmd(
 
     if output.exists() and not force:
         raise PlannerError(f"{output}: already exists; pass --force to overwrite it")
-    check_out(output, force)
+    check_out(output, force, "OUTPUT")
     if bins < 1:
         raise PlannerError(f"--bins must be at least 1, got {bins}")
     inputs, outputs, _ = read_trace_lengths(trace, fmt)

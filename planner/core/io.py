@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
 from planner.errors import InputError
 
@@ -255,6 +255,14 @@ def _reject_bool(value: Any) -> Any:
 
 #: Annotate a numeric field with this so YAML ``true``/``false`` is not read as 1/0, nor ``"12"`` as 12.
 NotBool = BeforeValidator(_reject_bool)
+
+
+class StrictSpec(BaseModel):
+    """Base of the file-schema models (the YAML as written, before it becomes a problem): frozen, an
+    unknown key is an error (a misspelt field is never silently ignored), and NaN or infinity is refused
+    in every float field."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 def name_field(data: Mapping[str, Any], key: str, default: str, source: Path | str, field: str = "") -> str:

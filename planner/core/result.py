@@ -69,7 +69,7 @@ class ValidationReport:
         return f"{len(self.violations)} violation(s): {shown}{more}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Result(Generic[S]):
     """Status, objective, best bound, gap, wall time and the solution of one method on one instance."""
 

@@ -44,5 +44,5 @@ def signed_gap(objective: float | None, reference: float | None, sense: str, off
     gap = relative_gap(None if objective is None else objective - offset, None if reference is None else reference - offset)
     if gap is None:
         return None
-    worse = objective > reference if sense == "min" else objective < reference
-    return gap if worse else -gap
+    better = objective < reference if sense == "min" else objective > reference
+    return -gap if better else gap  # an equal objective: 0.0, never −0.0

@@ -206,7 +206,7 @@ def fit_bilinear(
 def fit_hetero(
     profile: pd.DataFrame, *, source: str, seed: int = 0, time_unit: str = "ms", dropped_rows: int = 0
 ):
-    """Fit the p1..p8 model (FORMULATIONS.md §5.2 Eqs. 3–4) for one (model, gpu, tp) group.
+    """Fit the p1..p8 model (docs/formulations.md §5.2 Eqs. 3–4) for one (model, gpu, tp) group.
 
     Eq. 3 is the bilinear prefill form and Eq. 4 the sum of bilinear decode steps, so the least-squares
     problem is exactly `fit_bilinear`'s; the coefficients are stored under the paper's names p1..p8.

@@ -7,13 +7,13 @@ error against the measured rows of its configuration, and the k-fold cross-valid
 form; `planner.costmodels.measured_error`) and ``caveats`` (machine-readable limits, `Caveat`; the
 same codes as the batch-time files).  Files without them (older or user-fitted) load unchanged.
 
-Aladdin (FORMULATIONS.md §1.2), one set per (model, GPU type, TP degree g):
+Aladdin (docs/formulations.md §1.2), one set per (model, GPU type, TP degree g):
 
 * Eq. 1  KV bytes of a request:  ``kv(n) = a_kv·n + b_kv`` for n context tokens
 * Eq. 2  prefill batch time:     ``t_pre = k1·Σ_i I_i + c1``  (independent of batch size)
 * Eq. 3  decode iteration time:  ``t_dec = k2·b + k3·Σ_i (I_i + g_i) + c2``
 
-Bilinear (FORMULATIONS.md §2.3 Eqs. 14–16, §5.2 Eqs. 3–4):
+Bilinear (docs/formulations.md §2.3 Eqs. 14–16, §5.2 Eqs. 3–4):
 
 * ``t_p(b, l)   = α_p·b·l + β_p·b + γ_p·l + δ_p``       prefill of b requests of l tokens
 * ``τ_d(b, l_a) = α_d·b·l_a + β_d·b + γ_d·l_a + δ_d``   one decode step at context l_a
@@ -209,7 +209,7 @@ class BilinearCostModel(_Frozen):
 
 
 class HeteroCostModel(_Frozen):
-    """The p1..p8 static-batching model of the heterogeneous-cluster paper (FORMULATIONS.md §5.2).
+    """The p1..p8 static-batching model of the heterogeneous-cluster paper (docs/formulations.md §5.2).
 
     * Eq. 3  ``T_prefill(b, I) = p1·b·I + p2·b + p3·I + p4``  (b requests padded to the longest input I)
     * Eq. 4  ``T_decode(b, I, O) = Σ_{k=1}^{O} [p5·b·(I+k) + p6·b + p7·(I+k) + p8]``

@@ -1,4 +1,4 @@
-"""Deployment on heterogeneous clusters (FORMULATIONS.md §5, arXiv 2504.15303v1).
+"""Deployment on heterogeneous clusters (docs/formulations.md §5, arXiv 2504.15303v1).
 
 * `memory`: Eq. 1–2 (KV bytes per instance, candidate TP degrees).
 * `throughput`: Alg. 1 static-batching estimate from the p1..p8 model, and a continuous-batching
@@ -11,4 +11,22 @@
 * `routing` / `routing_formulation` / `routing_solve`: Alg. 2 mapper, RR/WRR/SI/MB, and the exact
   makespan MILP (R||Cmax with KV limits).
 * `validator`: independent checks of cost plans and routings (no code shared with the MILPs).
+* `runner`: the one runner of every heuristic and router (an invalid plan is an error, the plan kept).
+
+Public entries (the families' `planner.core.contract.FamilyHarness.run`):
+
+* ``solve(problem, method, options) -> Result``: a cost plan (`problem.CostPlanProblem`) or a mixed
+  fleet for request classes (`classes.ClassPlanProblem`); ``method`` is ``milp`` or a heuristic of
+  `cost_solve.HEURISTICS` (the same names for request classes); ``options`` a
+  `planner.core.contract.RunOptions`.
+* ``route(problem, method, options) -> Result``: a routing of a request batch (`problem.RoutingProblem`);
+  ``method`` is ``milp`` or a router of `routing.ROUTERS`.
 """
+
+from planner.deployment.harness import HARNESS as _HARNESS
+from planner.deployment.routing_harness import HARNESS as _ROUTING_HARNESS
+
+solve = _HARNESS.run
+route = _ROUTING_HARNESS.run
+
+__all__ = ["route", "solve"]

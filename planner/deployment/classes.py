@@ -26,7 +26,8 @@ bucket's rate into ``slice_factor`` equal slices and assigns every slice wholly 
 (binaries); with continuous x_{k,c} the model above is its limit as the slice factor grows, so its
 optimum is never above Mélange's for any slice factor.
 
-The solve (`solve_class_plan`): with several models, each model alone with the whole inventory first
+The solve (`solve_class_plan`, the phases `CLASS_PHASES`: ``per_model``, ``build``, ``lp``, ``heuristics``,
+``milp``, ``milp_plan``, ``answer``): with several models, each model alone with the whole inventory first
 (`_by_model`: the sum of their bounds bounds the joint problem, and their plans side by side, when they
 fit the inventory, are optimal together); configurations dominated by another of the same model and
 GPU type left out (`dominated_configurations`, optimum unchanged); the LP relaxation (bound; infeasible
@@ -35,7 +36,7 @@ GPU type left out (`dominated_configurations`, optimum unchanged); the LP relaxa
 warm-started from the cheapest valid one, with a node budget from its nominal cost
 (`class_milp_root_seconds`, `class_milp_node_seconds`) under a time limit.  Every plan goes through
 `planner.deployment.classes_validator` (no code shared with this module); a MILP objective that
-disagrees with the validator is never reported optimal.
+disagrees with the validator is never reported optimal (`planner.deployment.plan_pipeline`).
 """
 
 from __future__ import annotations
@@ -48,11 +49,14 @@ from typing import Any
 
 import numpy as np
 
-from planner.core.agreement import model_value, objective_mismatch, reconcile_status
-from planner.core.result import Result, ValidationReport
+from planner.core import plan_fields as pf
+from planner.core.phases import Phase, run_phases
+from planner.core.result import Result
 from planner.core.work import WorkClock
 from planner.deployment import effort
-from planner.solver import LinearModel, ModelBuilder, SolveOptions, SolveStatus, VarBlock, relative_gap, solve
+from planner.deployment.plan_pipeline import PlanState, best_valid, final_answer, take_milp_outcome, with_phases
+from planner.deployment.solution import MAX_PLAN_COUNT
+from planner.solver import LinearModel, ModelBuilder, SolveOptions, SolveStatus, VarBlock, solve
 
 FAMILY = "deployment"
 
@@ -150,6 +154,7 @@ class ClassPlanSolution:
             routing.setdefault(label(self.class_labels, k), {})[label(self.config_labels, c)] = \
                 r / rate if rate > 0 else 0.0
         return {
+            "kind": "class_plan",
             "method": self.method,
             "instances": [{"configuration": label(self.config_labels, c), "count": n}
                           for c, n in enumerate(self.counts) if n],
@@ -157,6 +162,62 @@ class ClassPlanSolution:
                             "requests_per_s": r} for k, c, r in self.routes],
             "routing_fractions": routing,
         }
+
+    @classmethod
+    def from_dict(cls, problem: "ClassPlanProblem", data: Any) -> "ClassPlanSolution":
+        """The plan in ``data`` (the mapping `to_dict` writes, or one written by hand)::
+
+            {"kind": "class_plan", "method": "current",
+             "instances": [{"configuration": "llama2-7b on A10G-tp1", "count": 2}],
+             "routed_rps": [{"class": "llama2-7b/short", "configuration": "llama2-7b on A10G-tp1",
+                             "requests_per_s": 8.0}]}
+
+        A configuration is named by its label ``<model> on <configuration name>``, a class by
+        ``<model>/<class name>``.  ``instances`` gives each configuration's count (a whole number ≥ 0, at
+        most `MAX_PLAN_COUNT`; one left out has none; listed twice is refused).  The routes are
+        ``routed_rps`` (requests/s per class and configuration, ≥ 0) or, when that key is absent,
+        ``routing_fractions`` (``{class: {configuration: share of the class's rate}}``).  A route the
+        instance cannot serve (another model, no capacity) or rates not adding up to the class's rate are
+        read as written: the validator reports them."""
+        data = pf.mapping(data, "", allowed=("kind", "method", "instances", "routed_rps", "routing_fractions"),
+                          required=("instances",))
+        pf.kind(data, ("class_plan",), "class_plan")
+        method = pf.name(data.get("method", "plan"), "method")
+        configs = tuple(problem.config_label(c) for c in range(len(problem.configurations)))
+        classes = tuple(problem.class_label(k) for k in range(len(problem.classes)))
+        config_index = {name: c for c, name in enumerate(configs)}
+        class_index = {name: k for k, name in enumerate(classes)}
+        counts = [0] * len(configs)
+        listed: dict[int, int] = {}
+        for e, entry in enumerate(pf.items(data["instances"], "instances")):
+            field = pf.join("instances", e)
+            entry = pf.mapping(entry, field, allowed=("configuration", "count"), required=("configuration", "count"))
+            c = pf.lookup(entry["configuration"], config_index, pf.join(field, "configuration"), "configuration")
+            if c in listed:
+                pf.refuse(field, f"configuration {configs[c]!r} is listed twice "
+                                 f"(instances[{listed[c]}] and instances[{e}])")
+            listed[c] = e
+            counts[c] = pf.whole(entry["count"], pf.join(field, "count"), maximum=MAX_PLAN_COUNT)
+        routes: list[tuple[int, int, float]] = []
+        if "routed_rps" in data:
+            for e, entry in enumerate(pf.items(data["routed_rps"], "routed_rps")):
+                field = pf.join("routed_rps", e)
+                entry = pf.mapping(entry, field, allowed=("class", "configuration", "requests_per_s"),
+                                   required=("class", "configuration", "requests_per_s"))
+                k = pf.lookup(entry["class"], class_index, pf.join(field, "class"), "class")
+                c = pf.lookup(entry["configuration"], config_index, pf.join(field, "configuration"), "configuration")
+                routes.append((k, c, pf.number(entry["requests_per_s"], pf.join(field, "requests_per_s"))))
+        elif "routing_fractions" in data:
+            for class_name, shares in pf.mapping(data["routing_fractions"], "routing_fractions").items():
+                field = pf.join("routing_fractions", class_name)
+                k = pf.lookup(class_name, class_index, field, "class")
+                for config_name, share in pf.mapping(shares, field).items():
+                    c = pf.lookup(config_name, config_index, pf.join(field, config_name), "configuration")
+                    routes.append((k, c, pf.number(share, pf.join(field, config_name)) * problem.classes[k].rate))
+        else:
+            pf.refuse("routed_rps", "required key is missing (or give routing_fractions)")
+        return cls(tuple(counts), tuple(routes), method, configs, classes,
+                   tuple(float(cl.rate) for cl in problem.classes))
 
 
 def make_solution(problem: ClassPlanProblem, counts: np.ndarray, routed: np.ndarray, method: str) -> ClassPlanSolution:
@@ -347,18 +408,13 @@ HEURISTICS = {"greedy": greedy_classes, "single-type": single_configuration}
 
 
 def run_class_heuristic(problem: ClassPlanProblem, method: str) -> Result[ClassPlanSolution]:
+    """The heuristic ``method`` (`HEURISTICS`), validated (`planner.deployment.runner.run_heuristic`: an
+    invalid plan is an error with the plan kept)."""
     from planner.deployment.classes_validator import validate_class_plan
+    from planner.deployment.runner import run_heuristic
 
-    start = time.perf_counter()
-    solution = HEURISTICS[method](problem)
-    seconds = time.perf_counter() - start
-    if solution is None:
-        return Result(FAMILY, method, "heuristic", SolveStatus.NO_SOLUTION, None, None, seconds, None,
-                      message=f"{method}: no configuration serves every class of a model")
-    report = validate_class_plan(problem, solution)
-    return Result(FAMILY, method, "heuristic", SolveStatus.FEASIBLE if report.feasible else SolveStatus.NO_SOLUTION,
-                  report.objective if report.feasible else None, None, seconds, solution if report.feasible else None,
-                  validation=report, message="" if report.feasible else f"{method}: {report.summary()}")
+    return run_heuristic(problem, method, HEURISTICS[method], validate_class_plan, family=FAMILY,
+                         none_message=f"{method}: no configuration serves every class of a model")
 
 
 def class_cost_lower_bound(problem: ClassPlanProblem) -> float:
@@ -501,10 +557,143 @@ def _solve_milp(run: _Run, model: LinearModel, warm: np.ndarray | None):
     return outcome
 
 
+@dataclass
+class _ClassState(PlanState):
+    """The state of one `solve_class_plan` call, filled in by its phases (`CLASS_PHASES`)."""
+
+    problem: ClassPlanProblem | None = None
+    run: _Run | None = None
+    decompose: bool = True
+    per_model: ClassPlanSolution | None = None
+    floors: list[float] | None = None
+    reduced: ClassPlanProblem | None = None
+    keep: list[int] = field(default_factory=list)
+    model: LinearModel | None = None
+    n: VarBlock | None = None
+    x: VarBlock | None = None
+    lp: Any = None
+
+
+def _per_model_phase(s: _ClassState) -> None:
+    """Each model alone with the whole inventory (`_by_model`): a bound and a side-by-side plan."""
+    s.per_model, s.floors = _by_model(s.problem, s.run)
+
+
+def _several_models(s: _ClassState) -> bool:
+    return len(s.problem.models) > 1
+
+
+def _build_phase(s: _ClassState) -> None:
+    """The MILP without the dominated configurations, its size, and the first bound."""
+    problem = s.problem
+    s.reduced, s.keep = without_dominated(problem)
+    started = time.perf_counter()
+    s.model, s.n, s.x = build_class_plan_model(s.reduced)
+    s.build = time.perf_counter() - started
+    s.stats = {"variables": s.model.num_cols, "integer_variables": s.model.num_integer,
+               "constraints": s.model.num_rows, "nonzeros": s.model.num_nonzeros,
+               "classes": len(problem.classes), "configurations": len(problem.configurations),
+               "dominated_configurations": len(problem.configurations) - len(s.keep)}
+    s.bound, s.bound_source = class_cost_lower_bound(problem), "cheapest $/h per req/s of each class"
+    if s.floors is not None:
+        s.raise_bound(sum(s.floors), "sum of each model's bound alone with the whole inventory")
+
+
+def _lp_phase(s: _ClassState) -> Result[ClassPlanSolution] | None:
+    """The LP relaxation: infeasible ⇒ no fleet serves the rates within the inventory; else a bound."""
+    s.lp = _solve_lp(s.run, s.model)
+    lp = s.lp
+    if lp.status == SolveStatus.INFEASIBLE:
+        s.stats.update(nominal_seconds=round(s.run.clock.spent, 6), wall_cut=s.run.clock.wall_cut)
+        short = [g.name for g in s.problem.gpus if g.available is not None]
+        return Result(family=FAMILY, method="milp", solver=lp.solver, status=SolveStatus.INFEASIBLE, objective=None,
+                      bound=None, solve_seconds=time.perf_counter() - s.t0, solution=None, build_seconds=s.build,
+                      message="the rates cannot be served within the GPU inventory (" + ", ".join(short)
+                      + "): the LP relaxation is infeasible", validation=None, bound_source="", stats=s.stats)
+    if lp.status == SolveStatus.OPTIMAL and lp.objective is not None:
+        s.raise_bound(float(lp.objective) * (1 - 1e-9), "LP relaxation")
+    return None
+
+
+def _heuristics_phase(s: _ClassState) -> None:
+    """The plans without the MILP (per model, `greedy_classes`, `single_configuration`, `lp_ceiling`): the incumbent."""
+    from planner.deployment.classes_validator import validate_class_plan
+
+    problem = s.problem
+    candidates = [s.per_model, greedy_classes(problem), single_configuration(problem)]
+    if s.lp.x is not None:
+        candidates.append(_lifted(problem, s.reduced, s.keep, lp_ceiling(s.reduced, s.x.values(s.lp.x))))
+    s.run.clock.charge(effort.cost_heuristics_seconds(len(problem.configurations), len(problem.classes)))
+    s.best = best_valid(problem, candidates, validate_class_plan)
+
+
+def _class_warm_start(s: _ClassState) -> np.ndarray | None:
+    """The incumbent as a point of the reduced MILP (None without one, or when it uses a dominated configuration)."""
+    position = {c: i for i, c in enumerate(s.keep)}
+    if s.best is None or any(position.get(c) is None for c, count in enumerate(s.best[1].counts) if count):
+        return None
+    warm = np.zeros(s.model.num_cols)
+    warm[s.n.columns] = [s.best[1].counts[c] for c in s.keep]
+    ks, cs, _ = s.reduced.pairs
+    where = {(int(k), int(c)): i for i, (k, c) in enumerate(zip(ks, cs))}
+    for k, c, r in s.best[1].routes:
+        if (k, position.get(c)) in where:
+            warm[s.x.col(where[(k, position[c])])] = r
+    return warm
+
+
+def _milp_phase(s: _ClassState) -> None:
+    """The MILP warm-started from the incumbent, within its node budget (`_solve_milp`)."""
+    s.outcome = _solve_milp(s.run, s.model, _class_warm_start(s))
+
+
+def _milp_plan_phase(s: _ClassState) -> Result[ClassPlanSolution] | None:
+    """The MILP's answer: infeasible ⇒ no integer fleet; else its bound and plan (`take_milp_outcome`)."""
+    from planner.deployment.classes_validator import validate_class_plan
+
+    outcome = s.outcome
+    if outcome.status == SolveStatus.INFEASIBLE:
+        s.stats.update(nodes=outcome.node_count, solver_seconds=round(outcome.seconds, 6),
+                       warm_start_accepted=outcome.warm_start_accepted)
+        return Result(family=FAMILY, method="milp", solver=outcome.solver, status=SolveStatus.INFEASIBLE,
+                      objective=None, bound=None, solve_seconds=time.perf_counter() - s.t0, solution=None,
+                      build_seconds=s.build, message="no integer fleet serves the rates within the GPU inventory",
+                      validation=None, bound_source="", stats=s.stats)
+    take_milp_outcome(s, s.problem, s.model,
+                      lambda x: _lifted(s.problem, s.reduced, s.keep,
+                                        make_solution(s.reduced, s.n.values(x), s.x.values(x), "milp")),
+                      validate_class_plan)
+    return None
+
+
+def _answer_phase(s: _ClassState) -> Result[ClassPlanSolution]:
+    """The incumbent with the bound (`final_answer`), with the notes on the time limit."""
+    clock = s.run.clock
+    clock.charge(effort.cost_validate_seconds(len(s.problem.configurations)))
+    s.stats.update(nominal_seconds=round(clock.spent, 6), wall_cut=clock.wall_cut, lower_bound_source=s.bound_source)
+    notes = list(s.run.notes)
+    if clock.wall_cut:
+        notes.append("the wall clock stopped a solver before its nominal budget: this run may not repeat exactly")
+    return final_answer(s, FAMILY, notes, CLASS_REL_GAP)
+
+
+#: The pipeline of `solve_class_plan`, in order (`planner.core.phases`); ``stats["phases"]`` holds their wall seconds.
+CLASS_PHASES: tuple[Phase[_ClassState, Result[ClassPlanSolution]], ...] = (
+    Phase("per_model", _per_model_phase, when=lambda s: s.decompose and _several_models(s)),
+    Phase("build", _build_phase),
+    Phase("lp", _lp_phase),
+    Phase("heuristics", _heuristics_phase),
+    Phase("milp", _milp_phase, when=lambda s: s.needs_milp(CLASS_REL_GAP)),
+    Phase("milp_plan", _milp_plan_phase, when=lambda s: s.outcome is not None),
+    Phase("answer", _answer_phase),
+)
+
+
 def solve_class_plan(problem: ClassPlanProblem, *, solver: str = "highs", time_limit: float | None = None,
                      threads: int | None = None, seed: int = 0, started: float | None = None,
                      decompose: bool = True) -> Result[ClassPlanSolution]:
-    """The cost-minimal mixed fleet with its gap (see the module docstring for the phases).
+    """The cost-minimal mixed fleet with its gap: the phases of `CLASS_PHASES` (the module docstring says
+    what each does; `planner.deployment.plan_pipeline` holds the rules shared with cost plans).
 
     ``time_limit`` covers the whole call in nominal seconds (`planner.deployment.effort` for the LP and
     the reading, this module's constants for the MILP; as `planner.deployment.cost_solve.solve_cost_plan`):
@@ -512,105 +701,11 @@ def solve_class_plan(problem: ClassPlanProblem, *, solver: str = "highs", time_l
     plan; the wall clock is a guard (``stats.wall_cut`` says when it decided).  The bound is the best
     of `class_cost_lower_bound`, the LP relaxation, the MILP's dual bound and, with several models
     (``decompose``), the sum of each model's own bound (`_by_model`, whose side-by-side plan is also a
-    candidate: when it fits the inventory the joint MILP is not needed)."""
-    from planner.deployment.classes_validator import validate_class_plan
-
+    candidate: when it fits the inventory the joint MILP is not needed).  ``stats["phases"]``: wall
+    seconds per phase run."""
     t0 = time.perf_counter()
     run = _Run(WorkClock(time_limit, started if started is not None else t0), solver, threads, seed)
     if started is not None:
         run.clock.charge(effort.cost_load_seconds(len(problem.configurations)))
-    per_model, floors = None, None
-    if decompose and len(problem.models) > 1:
-        per_model, floors = _by_model(problem, run)
-    reduced, keep = without_dominated(problem)
-    build_start = time.perf_counter()
-    model, n, x = build_class_plan_model(reduced)
-    build = time.perf_counter() - build_start
-    stats: dict[str, Any] = {"variables": model.num_cols, "integer_variables": model.num_integer,
-                             "constraints": model.num_rows, "nonzeros": model.num_nonzeros,
-                             "classes": len(problem.classes), "configurations": len(problem.configurations),
-                             "dominated_configurations": len(problem.configurations) - len(keep)}
-    bound, bound_source = class_cost_lower_bound(problem), "cheapest $/h per req/s of each class"
-    if floors is not None and sum(floors) > bound:
-        bound, bound_source = sum(floors), "sum of each model's bound alone with the whole inventory"
-    lp = _solve_lp(run, model)
-    if lp.status == SolveStatus.INFEASIBLE:
-        stats.update(nominal_seconds=round(run.clock.spent, 6), wall_cut=run.clock.wall_cut)
-        short = [g.name for g in problem.gpus if g.available is not None]
-        return Result(FAMILY, "milp", lp.solver, SolveStatus.INFEASIBLE, None, None, time.perf_counter() - t0, None,
-                      build, "the rates cannot be served within the GPU inventory (" + ", ".join(short) +
-                      "): the LP relaxation is infeasible", None, "", stats)
-    if lp.status == SolveStatus.OPTIMAL and lp.objective is not None and lp.objective * (1 - 1e-9) > bound:
-        bound, bound_source = float(lp.objective) * (1 - 1e-9), "LP relaxation"
-    candidates = [per_model, greedy_classes(problem), single_configuration(problem)]
-    if lp.x is not None:
-        candidates.append(_lifted(problem, reduced, keep, lp_ceiling(reduced, x.values(lp.x))))
-    run.clock.charge(effort.cost_heuristics_seconds(len(problem.configurations), len(problem.classes)))
-    best: tuple[float, ClassPlanSolution, ValidationReport] | None = None
-    for sol in candidates:
-        if sol is None:
-            continue
-        report = validate_class_plan(problem, sol)
-        if report.feasible and (best is None or report.objective < best[0] - 1e-12):
-            best = (report.objective, sol, report)
-    outcome = None
-    if best is None or relative_gap(best[0], bound) > CLASS_REL_GAP:
-        warm = None
-        position = {c: i for i, c in enumerate(keep)}
-        if best is not None and all(position.get(c) is not None for c, count in enumerate(best[1].counts) if count):
-            warm = np.zeros(model.num_cols)
-            warm[n.columns] = [best[1].counts[c] for c in keep]
-            ks, cs, _ = reduced.pairs
-            where = {(int(k), int(c)): i for i, (k, c) in enumerate(zip(ks, cs))}
-            for k, c, r in best[1].routes:
-                if (k, position.get(c)) in where:
-                    warm[x.col(where[(k, position[c])])] = r
-        outcome = _solve_milp(run, model, warm)
-    messages: list[str] = []
-    status, from_milp = SolveStatus.FEASIBLE, False
-    if outcome is not None:
-        stats.update(nodes=outcome.node_count, solver_seconds=round(outcome.seconds, 6),
-                     warm_start_accepted=outcome.warm_start_accepted)
-        if outcome.status == SolveStatus.INFEASIBLE:
-            return Result(FAMILY, "milp", outcome.solver, SolveStatus.INFEASIBLE, None, None, time.perf_counter() - t0,
-                          None, build, "no integer fleet serves the rates within the GPU inventory", None, "", stats)
-        before = (bound, bound_source)
-        if outcome.bound is not None and outcome.bound > bound:
-            bound, bound_source = float(outcome.bound), "MILP dual bound"
-        if outcome.status == SolveStatus.ERROR:
-            messages.append(outcome.message or "the solver could not run")
-        if outcome.status.has_solution and outcome.x is not None:
-            sol = _lifted(problem, reduced, keep, make_solution(reduced, n.values(outcome.x), x.values(outcome.x), "milp"))
-            report = validate_class_plan(problem, sol)
-            if not report.feasible:
-                messages.append(f"validator rejects the MILP plan: {report.summary()}")
-            elif best is None or report.objective <= best[0] + 1e-9:
-                best, from_milp = (report.objective, sol, report), True
-                status, disagreement = reconcile_status(
-                    outcome.status,
-                    objective_mismatch(outcome.objective, model_value(model, outcome.x), first_name="MILP $/h",
-                                       second_name="the model's value at its point"),
-                    objective_mismatch(outcome.objective, report.objective, first_name="MILP $/h",
-                                       second_name="the validator's"))
-                if disagreement:
-                    messages.append(disagreement)
-                    bound, bound_source = before
-    run.clock.charge(effort.cost_validate_seconds(len(problem.configurations)))
-    stats.update(nominal_seconds=round(run.clock.spent, 6), wall_cut=run.clock.wall_cut, lower_bound_source=bound_source)
-    notes = list(run.notes)
-    if run.clock.wall_cut:
-        notes.append("the wall clock stopped a solver before its nominal budget: this run may not repeat exactly")
-    if best is None:
-        return Result(FAMILY, "milp", outcome.solver if outcome else "heuristic",
-                      SolveStatus.ERROR if outcome is not None and outcome.status == SolveStatus.ERROR
-                      else SolveStatus.NO_SOLUTION, None, bound, time.perf_counter() - t0, None, build,
-                      "; ".join([*messages, "no plan found within the limits", *notes]), None, bound_source, stats)
-    objective, solution, report = best
-    if not from_milp and relative_gap(objective, bound) <= CLASS_REL_GAP:
-        status = SolveStatus.OPTIMAL  # a plan without the MILP meets the bound
-    if status == SolveStatus.FEASIBLE and not messages:
-        messages.append(f"the {solution.method} plan and the bound ({bound_source})"
-                        + (": the MILP stopped at its node budget" if outcome is not None else ""))
-    return Result(FAMILY, "milp", outcome.solver if outcome else "heuristic", status, objective, bound,
-                  time.perf_counter() - t0, solution, build, "; ".join([*messages, *notes]), report, bound_source,
-                  stats)
+    state = _ClassState(t0=t0, problem=problem, run=run, decompose=decompose)
+    return with_phases(run_phases(CLASS_PHASES, state), state)

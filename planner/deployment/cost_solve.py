@@ -14,15 +14,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from planner.core.agreement import model_value, objective_mismatch, reconcile_status
-from planner.core.result import Result, ValidationReport
+from planner.core.phases import Phase, run_phases
+from planner.core.result import Result
 from planner.core.work import WorkClock
 from planner.deployment import effort
 from planner.deployment.cost_formulation import build_cost_model, build_max_load_model
+from planner.deployment.plan_pipeline import PlanState, best_valid, final_answer, take_milp_outcome, with_phases
 from planner.deployment.problem import CostPlanProblem
+from planner.deployment.runner import run_heuristic
 from planner.deployment.solution import CostPlanSolution
 from planner.deployment.validator import validate_cost_plan
-from planner.solver import LinearModel, SolveOptions, SolverOutcome, SolveStatus, VarBlock, relative_gap, solve
+from planner.solver import LinearModel, SolveOptions, SolverOutcome, SolveStatus, VarBlock, solve
 
 FAMILY = "deployment"
 
@@ -171,16 +173,10 @@ HEURISTICS = {"greedy": greedy_cheapest, "single-type": single_type}
 
 
 def run_cost_heuristic(problem: CostPlanProblem, method: str) -> Result[CostPlanSolution]:
-    start = time.perf_counter()
-    solution = HEURISTICS[method](problem)
-    seconds = time.perf_counter() - start
-    if solution is None:
-        return Result(FAMILY, method, "heuristic", SolveStatus.NO_SOLUTION, None, None, seconds, None,
-                      message=f"{method} found no plan within the inventory")
-    report = validate_cost_plan(problem, solution)
-    return Result(FAMILY, method, "heuristic", SolveStatus.FEASIBLE if report.feasible else SolveStatus.ERROR,
-                  report.objective, None, seconds, solution, validation=report,
-                  message="" if report.feasible else f"validator: {report.summary()}")
+    """The heuristic ``method`` (`HEURISTICS`), validated (`planner.deployment.runner.run_heuristic`: an
+    invalid plan is an error with the plan kept)."""
+    return run_heuristic(problem, method, HEURISTICS[method], validate_cost_plan, family=FAMILY,
+                         none_message=f"{method} found no plan within the inventory")
 
 
 def cost_lower_bound(problem: CostPlanProblem) -> float:
@@ -365,101 +361,115 @@ def _stats(model) -> dict:
             "constraints": model.num_rows, "nonzeros": model.num_nonzeros}
 
 
+@dataclass
+class _CostState(PlanState):
+    """The state of one `solve_cost_plan` call, filled in by its phases (`COST_PHASES`)."""
+
+    problem: CostPlanProblem | None = None
+    budget: _Budget | None = None
+    model: LinearModel | None = None
+    n: VarBlock | None = None
+    lp: SolverOutcome | None = None
+    #: the requested load is proven not to fit (the LP relaxation or the MILP is infeasible)
+    proven_infeasible: bool = False
+
+
+def _build_phase(s: _CostState) -> None:
+    """The min-cost MILP, its size, and the first bound (`cost_lower_bound`)."""
+    started = time.perf_counter()
+    s.model, s.n = build_cost_model(s.problem)
+    s.build = time.perf_counter() - started
+    s.stats = {**_stats(s.model), "options": len(s.problem.options)}
+    s.bound, s.bound_source = cost_lower_bound(s.problem), "cheapest $/h per req/s of each model"
+
+
+def _lp_phase(s: _CostState) -> None:
+    """The LP relaxation: infeasible proves the load does not fit; else its value bounds the cost."""
+    s.lp = s.budget.lp(s.model)
+    if s.lp.status == SolveStatus.INFEASIBLE:
+        s.proven_infeasible = True
+    elif s.lp.status == SolveStatus.OPTIMAL and s.lp.objective is not None:
+        s.raise_bound(float(s.lp.objective) * (1 - 1e-9), "LP relaxation")
+
+
+def _heuristics_phase(s: _CostState) -> None:
+    """`greedy_cheapest`, `single_type` and `lp_rounding`: the incumbent."""
+    problem = s.problem
+    candidates = [greedy_cheapest(problem), single_type(problem)]
+    if s.lp.x is not None:
+        candidates.append(lp_rounding(problem, s.n.values(s.lp.x)))
+    s.budget.clock.charge(effort.cost_heuristics_seconds(len(problem.options), len(problem.demands)))
+    s.best = best_valid(problem, candidates, validate_cost_plan)
+
+
+def _milp_phase(s: _CostState) -> None:
+    """The min-cost MILP warm-started from the incumbent, within its node budget (infeasible: the load does not fit)."""
+    warm = _counts_vector(s.model, s.n, np.asarray(s.best[1].counts)) if s.best is not None else None
+    s.outcome = s.budget.milp(s.model, "min-cost", 1.0, warm)
+    if s.outcome is not None and s.outcome.status == SolveStatus.INFEASIBLE:
+        s.proven_infeasible = True
+
+
+def _max_load_phase(s: _CostState) -> Result[CostPlanSolution]:
+    """The load does not fit: the most load the inventory serves and the cheapest plan for it (`_infeasible_answer`)."""
+    return _infeasible_answer(s.problem, s.budget, s.model, s.stats, s.build, s.t0)
+
+
+def _milp_plan_phase(s: _CostState) -> None:
+    """The MILP's bound and plan (`planner.deployment.plan_pipeline.take_milp_outcome`)."""
+    labels = _labels(s.problem)
+    take_milp_outcome(s, s.problem, s.model, lambda x: CostPlanSolution.from_array(s.n.values(x), "milp", labels),
+                      validate_cost_plan)
+
+
+def _answer_phase(s: _CostState) -> Result[CostPlanSolution]:
+    """The incumbent with the bound (`final_answer`), with the notes on the time limit."""
+    s.budget.clock.charge(effort.cost_validate_seconds(len(s.problem.options)))
+    s.stats.update(s.budget.stats(), lower_bound_source=s.bound_source)
+    return final_answer(s, FAMILY, s.budget.notes(), COST_REL_GAP)
+
+
+def _fits(s: _CostState) -> bool:
+    return not s.proven_infeasible
+
+
+#: The pipeline of `solve_cost_plan`, in order (`planner.core.phases`); ``stats["phases"]`` holds their wall seconds.
+COST_PHASES: tuple[Phase[_CostState, Result[CostPlanSolution]], ...] = (
+    Phase("build", _build_phase),
+    Phase("lp", _lp_phase),
+    Phase("heuristics", _heuristics_phase, when=_fits),
+    Phase("milp", _milp_phase, when=lambda s: _fits(s) and s.needs_milp(COST_REL_GAP)),
+    Phase("max_load", _max_load_phase, when=lambda s: s.proven_infeasible),
+    Phase("milp_plan", _milp_plan_phase, when=lambda s: s.outcome is not None),
+    Phase("answer", _answer_phase),
+)
+
+
 def solve_cost_plan(problem: CostPlanProblem, *, solver: str = "highs", time_limit: float | None = None,
                     threads: int | None = None, seed: int = 0, started: float | None = None) -> Result[CostPlanSolution]:
-    """The cost-minimal plan with its optimality gap, or the max servable load when the load does not fit.
+    """The cost-minimal plan with its optimality gap, or the max servable load when the load does not fit:
+    the phases of `COST_PHASES` (`planner.deployment.plan_pipeline` holds the rules shared with request classes).
 
-    Phases: the LP relaxation of the min-cost MILP (its value, with `cost_lower_bound`, is the bound
-    when the MILP does not improve on it; an infeasible LP proves the load does not fit), the
-    heuristics (`greedy_cheapest`, `single_type`, `lp_rounding`), then the MILP warm-started from the
-    cheapest valid plan.  When the load does not fit: `_max_load`, then the cheapest plan serving that
-    load (the same phases on the scaled rates).
+    ``build``; ``lp``, the LP relaxation of the min-cost MILP (its value, with `cost_lower_bound`, is the
+    bound when the MILP does not improve on it; an infeasible LP proves the load does not fit);
+    ``heuristics`` (`greedy_cheapest`, `single_type`, `lp_rounding`); ``milp``, warm-started from the
+    cheapest valid plan, unless that plan already meets the bound; when the load does not fit,
+    ``max_load`` (`_max_load`, then the cheapest plan serving that load: the same steps on the scaled
+    rates) ends the pipeline; else ``milp_plan`` and ``answer``.
 
     ``time_limit`` covers the whole call and is spent in nominal seconds (`planner.deployment.effort`):
     a MILP runs only if its root and `MIN_MILP_NODES` nodes fit in what is left, with a node limit from
     the nominal budget (HiGHS with a node limit repeats exactly), so the same input, seed and limit
     give the same plan; the wall clock is a guard (each solver's time limit), and when it decides,
     ``stats.wall_cut`` is true and the message says the run may not repeat.  ``started``: the
-    `time.perf_counter` time the caller's call began, when it read the instance first (the CLI)."""
+    `time.perf_counter` time the caller's call began, when it read the instance first (the CLI).
+    ``stats["phases"]``: wall seconds per phase run."""
     t0 = time.perf_counter()
     clock = WorkClock(time_limit, started if started is not None else t0)
     if started is not None:
         clock.charge(effort.cost_load_seconds(len(problem.options)))
-    budget = _Budget(clock, solver, threads, seed)
-    build_start = time.perf_counter()
-    model, n = build_cost_model(problem)
-    build = time.perf_counter() - build_start
-    stats = {**_stats(model), "options": len(problem.options)}
-    lower = cost_lower_bound(problem)
-    bound, bound_source = lower, "cheapest $/h per req/s of each model"
-    lp = budget.lp(model)
-    proven_infeasible = lp.status == SolveStatus.INFEASIBLE
-    outcome = None
-    best: tuple[float, CostPlanSolution, ValidationReport] | None = None
-    if not proven_infeasible:
-        if lp.status == SolveStatus.OPTIMAL and lp.objective is not None and lp.objective * (1 - 1e-9) > bound:
-            bound, bound_source = float(lp.objective) * (1 - 1e-9), "LP relaxation"
-        candidates = [greedy_cheapest(problem), single_type(problem)]
-        if lp.x is not None:
-            candidates.append(lp_rounding(problem, n.values(lp.x)))
-        clock.charge(effort.cost_heuristics_seconds(len(problem.options), len(problem.demands)))
-        for sol in candidates:
-            if sol is None:
-                continue
-            report = validate_cost_plan(problem, sol)
-            if report.feasible and (best is None or report.objective < best[0] - 1e-12):
-                best = (report.objective, sol, report)
-        warm = _counts_vector(model, n, np.asarray(best[1].counts)) if best is not None else None
-        if best is None or relative_gap(best[0], bound) > COST_REL_GAP:
-            outcome = budget.milp(model, "min-cost", 1.0, warm)
-        if outcome is not None and outcome.status == SolveStatus.INFEASIBLE:
-            proven_infeasible = True
-    if proven_infeasible:
-        return _infeasible_answer(problem, budget, model, stats, build, t0)
-    messages: list[str] = []
-    status = SolveStatus.FEASIBLE
-    from_milp = False
-    if outcome is not None:
-        stats.update(nodes=outcome.node_count, solver_seconds=round(outcome.seconds, 6),
-                     warm_start_accepted=outcome.warm_start_accepted)
-        before_milp = (bound, bound_source)
-        if outcome.bound is not None and outcome.bound > bound:
-            bound, bound_source = float(outcome.bound), "MILP dual bound"
-        if outcome.status == SolveStatus.ERROR:
-            messages.append(outcome.message or "the solver could not run")
-        if outcome.status.has_solution and outcome.x is not None:
-            sol = CostPlanSolution.from_array(n.values(outcome.x), "milp", _labels(problem))
-            report = validate_cost_plan(problem, sol)
-            if not report.feasible:
-                messages.append(f"validator rejects the MILP plan: {report.summary()}")
-            elif best is None or report.objective <= best[0] + 1e-9:
-                best, from_milp = (report.objective, sol, report), True
-                status = outcome.status
-                status, disagreement = reconcile_status(
-                    status,
-                    objective_mismatch(outcome.objective, model_value(model, outcome.x), first_name="MILP $/h",
-                                       second_name="the model's value at its point"),
-                    objective_mismatch(outcome.objective, report.objective, first_name="MILP $/h",
-                                       second_name="the validator's"))
-                if disagreement:
-                    messages.append(disagreement)
-                    bound, bound_source = before_milp  # the mispriced model's dual bound proves nothing
-    clock.charge(effort.cost_validate_seconds(len(problem.options)))
-    stats.update(budget.stats(), lower_bound_source=bound_source)
-    if best is None:
-        messages.append("no plan found within the limits" if outcome is None or outcome.status != SolveStatus.ERROR else "")
-        status = SolveStatus.ERROR if outcome is not None and outcome.status == SolveStatus.ERROR else SolveStatus.NO_SOLUTION
-        return Result(FAMILY, "milp", outcome.solver if outcome else "heuristic", status, None, bound,
-                      time.perf_counter() - t0, None, build, _join(*messages, *budget.notes()), None, bound_source, stats)
-    objective, solution, report = best
-    if not from_milp and relative_gap(objective, bound) <= COST_REL_GAP:
-        status = SolveStatus.OPTIMAL  # a heuristic plan meets the bound
-    if status == SolveStatus.FEASIBLE and not messages:
-        messages.append(f"the {solution.method} plan and the bound ({bound_source})"
-                        + (": the MILP stopped at its node budget" if outcome is not None else ""))
-    return Result(FAMILY, "milp", outcome.solver if outcome else "heuristic", status, objective, bound,
-                  time.perf_counter() - t0, solution, build, _join(*messages, *budget.notes()), report, bound_source,
-                  stats)
+    state = _CostState(t0=t0, problem=problem, budget=_Budget(clock, solver, threads, seed))
+    return with_phases(run_phases(COST_PHASES, state), state)
 
 
 #: Relative gap at which a cost plan counts as optimal (the solver's default ``mip_rel_gap``).
@@ -475,11 +485,13 @@ def _infeasible_answer(problem: CostPlanProblem, budget: _Budget, model: LinearM
     stats = {**stats, "max_load_scale_bound": answer.bound}
     if scale is None or scale <= 1e-12:
         stats.update(budget.stats(), max_load_scale=0.0)
-        return Result(FAMILY, "milp", answer.solver, SolveStatus.INFEASIBLE, None, None, time.perf_counter() - t0,
-                      CostPlanSolution.from_array(np.zeros(len(problem.options)), "milp", _labels(problem),
-                                                  load_scale=0.0, mode="max_load"),
-                      build, _join("no load can be served: some model has no instance option within the inventory",
-                                   *budget.notes()), None, "", stats)
+        return Result(family=FAMILY, method="milp", solver=answer.solver, status=SolveStatus.INFEASIBLE, objective=None,
+                      bound=None, solve_seconds=time.perf_counter() - t0,
+                      solution=CostPlanSolution.from_array(np.zeros(len(problem.options)), "milp", _labels(problem),
+                                                           load_scale=0.0, mode="max_load"),
+                      build_seconds=build,
+                      message=_join("no load can be served: some model has no instance option within the inventory",
+                                    *budget.notes()), validation=None, bound_source="", stats=stats)
     served = scale * (1 - 1e-9)
     scaled = problem.model_copy(update={"demands": tuple(
         d.model_copy(update={"rate": d.rate * served}) for d in problem.demands)})
@@ -490,16 +502,10 @@ def _infeasible_answer(problem: CostPlanProblem, budget: _Budget, model: LinearM
     if lp.x is not None:
         candidates.append(lp_rounding(scaled, cheap_n.values(lp.x)))
     budget.clock.charge(effort.cost_heuristics_seconds(len(problem.options), len(problem.demands)))
-    best = None
-    for sol in candidates:
-        if sol is None:
-            continue
-        report = validate_cost_plan(scaled, sol)
-        if report.feasible and (best is None or report.objective < best[0] - 1e-12):
-            best = (report.objective, sol.counts)
-    warm = _counts_vector(cheap_model, cheap_n, np.asarray(best[1])) if best is not None else None
+    best = best_valid(scaled, candidates, validate_cost_plan)
+    warm = _counts_vector(cheap_model, cheap_n, np.asarray(best[1].counts)) if best is not None else None
     cheap = budget.milp(cheap_model, "cheapest plan for that load", 1.0, warm)
-    counts = np.asarray(best[1]) if best is not None else np.zeros(len(problem.options), dtype=np.int64)
+    counts = np.asarray(best[1].counts) if best is not None else np.zeros(len(problem.options), dtype=np.int64)
     if cheap is not None and cheap.status.has_solution and cheap.x is not None:
         milp_counts = np.rint(cheap_n.values(cheap.x)).astype(np.int64)
         report = validate_cost_plan(scaled, CostPlanSolution.from_array(milp_counts, "milp", _labels(problem)))
@@ -511,5 +517,6 @@ def _infeasible_answer(problem: CostPlanProblem, budget: _Budget, model: LinearM
     message = (f"the load does not fit the inventory: at most {scale:.4g}x the requested rates can be served "
                f"({proven}); the plan below serves that load at {report.objective:.4g} $/h")
     stats.update(budget.stats(), max_load_scale=scale, max_load_cost_per_hour=report.objective)
-    return Result(FAMILY, "milp", answer.solver, SolveStatus.INFEASIBLE, None, None, time.perf_counter() - t0, solution,
-                  build, _join(message, *budget.notes()), report, "", stats)
+    return Result(family=FAMILY, method="milp", solver=answer.solver, status=SolveStatus.INFEASIBLE, objective=None,
+                  bound=None, solve_seconds=time.perf_counter() - t0, solution=solution, build_seconds=build,
+                  message=_join(message, *budget.notes()), validation=report, bound_source="", stats=stats)

@@ -1,4 +1,4 @@
-"""TP choices across a cluster (FORMULATIONS.md §5.3, exhaustive search subject to Eq. 2).
+"""TP choices across a cluster (docs/formulations.md §5.3, exhaustive search subject to Eq. 2).
 
 Every machine group (machines of one type; they share a choice, as in the paper) is evaluated for
 every TP degree dividing its accelerator count: Eq. 1–2 memory check, then the machine throughput
@@ -68,6 +68,7 @@ class EnumerationSolution:
     def to_dict(self) -> dict:
         degrees, tput = self.best
         return {
+            "kind": "tp_ranked",  # read back as its best row: `planner.deployment.solution.TPPlan.from_dict`
             "method": self.method,
             "best": {"degrees": dict(zip(self.groups, degrees)), "tokens_per_s": tput},
             "combinations": combinations_text(self.combinations, EXACT_JSON_COMBINATIONS),
@@ -192,7 +193,7 @@ def enumeration_result(problem: ClusterProblem, solution: EnumerationSolution | 
         messages.append(f"validator rejects the best plan: {report.summary()}")
     elif not abs(report.objective - best) <= OBJECTIVE_TOLERANCE * max(abs(best), abs(report.objective)):
         messages.append(f"enumeration tokens/s {best:.9g} differs from the validator's {report.objective:.9g}")
-    return Result("deployment", "enumeration", "enumeration", status, best, best, seconds, solution,
+    return Result(family="deployment", method="enumeration", solver="enumeration", status=status, objective=best, bound=best, solve_seconds=seconds, solution=solution,
                   bound_source="exhaustive enumeration", message="; ".join(messages), validation=report,
                   stats={"combinations": combinations_text(solution.combinations, EXACT_JSON_COMBINATIONS),
                          "estimator": problem.estimator})

@@ -304,8 +304,8 @@ def _demand(path: Path, k: int, item: dict) -> tuple[ModelDemand, str | None]:
     return validate_model(ModelDemand, payload, path, field), item.get("workload")
 
 
-def load_cost_plan(path: Path, data: dict) -> CostPlanProblem:
-    _known(path, "", data, _COST_KEYS)
+def _cost_inventory(path: Path, data: dict) -> list[GPUInventory]:
+    """``inventory``: one entry per GPU type (machines, GPUs per machine, $ per GPU-hour)."""
     inventory = []
     for k, item in enumerate(_list(path, data, "inventory", _INVENTORY_KEYS)):
         field = f"inventory[{k}]"
@@ -325,8 +325,11 @@ def load_cost_plan(path: Path, data: dict) -> CostPlanProblem:
         inventory.append(validate_model(GPUInventory, {**{key: item[key] for key in
                                         ("machines", "gpus_per_machine", "price_per_gpu_hour") if key in item}, "gpu": gpu},
                                         path, field))
-    demands = [_demand(path, k, item)[0] for k, item in enumerate(_list(path, data, "demands", _DEMAND_KEYS))]
-    _unique(path, "demands", [d.model for d in demands], "model")
+    return inventory
+
+
+def _cost_degrees(path: Path, data: dict, inventory: list[GPUInventory]) -> list | None:
+    """``degrees`` (the TP degrees allowed; None: every divisor of a machine's GPU count): some must divide a machine."""
     degrees = data.get("degrees")
     if degrees is not None:
         if not isinstance(degrees, list) or not degrees:
@@ -337,71 +340,105 @@ def load_cost_plan(path: Path, data: dict) -> CostPlanProblem:
             t = degrees[0] if len(degrees) == 1 else f"none of {degrees}"
             raise InputError(path, "degrees", f"{t} divides no machine's GPU count "
                                  f"({', '.join(sorted({str(inv.gpus_per_machine) for inv in inventory}))})")
-    options, skipped = [], []
-    if data.get("capacities") is not None:  # given (an empty list is refused by _list, not read as absent)
-        gpu_index = {inv.gpu.name: g for g, inv in enumerate(inventory)}
-        model_index = {d.model: m for m, d in enumerate(demands)}
-        given: dict[tuple[str, str, int], int] = {}
-        for k, item in enumerate(_list(path, data, "capacities", _CAPACITY_KEYS)):
-            field = f"capacities[{k}]"
-            if isinstance(item.get("gpu"), str) and gpu_alias_problem(item["gpu"]) is not None:
-                raise InputError(path, f"{field}.gpu", gpu_alias_problem(item["gpu"]))
-            found = find_gpu(item["gpu"], aliases=False) if isinstance(item.get("gpu"), str) else None
-            gname = found.name if found is not None else None
-            if gname not in gpu_index:
-                raise InputError(path, f"{field}.gpu", f"{shown(item.get('gpu'))} is not in the inventory")
-            if not isinstance(item.get("model"), str) or item["model"] not in model_index:
-                raise InputError(path, f"{field}.model", f"{shown(item.get('model'))} is not in demands")
-            tp = _positive_int(path, f"{field}.tensor_parallel", item.get("tensor_parallel"))
-            _number(path, f"{field}.requests_per_s", item.get("requests_per_s"), maximum=MAX_RATE)
-            if inventory[gpu_index[gname]].gpus_per_machine % tp:
-                raise InputError(path, f"{field}.tensor_parallel", f"TP degree {tp} does not divide the "
-                                 f"{inventory[gpu_index[gname]].gpus_per_machine} GPUs of a {gname} machine")
-            key = (item["model"], gname, tp)
-            if key in given:
-                raise InputError(path, field, f"{item['model']} on {gname} tp{tp} is given twice "
-                                              f"(capacities[{given[key]}] and capacities[{k}])")
-            given[key] = k
-            if degrees is not None and tp not in degrees:  # the file's degrees restrict the given capacities too
-                skipped.append(f"{item['model']} on {gname} tp{tp}: TP {tp} is not in degrees {degrees} ({field})")
-                continue
-            options.append(validate_model(InstanceOption, {"gpu_index": gpu_index[gname], "tensor_parallel": tp,
-                                          "model_index": model_index[item["model"]],
-                                          "capacity": item.get("requests_per_s"), "source": "given"}, path, field))
-    else:
-        memory = _memory(path, data)
-        models_dir = _models_dir(path, data)
-        for m, demand in enumerate(demands):
-            spec = _model(path, f"demands[{m}].model", demand.model)
-            for g, inv in enumerate(inventory):
-                cand = [t for t in divisors(inv.gpus_per_machine) if degrees is None or t in degrees]
-                checks = check_degrees(spec, inv.gpu, inv.gpus_per_machine, max_input=spec.max_context_tokens // 2,
-                                       max_output=spec.max_context_tokens - spec.max_context_tokens // 2,
-                                       memory_utilization=memory.memory_utilization,
-                                       engine_overhead_gb=memory.engine_overhead_gb, degrees=cand)
-                for check in checks:
-                    label = f"{spec.name} on {inv.gpu.name} tp{check.tensor_parallel}"
-                    if not check.feasible:
-                        skipped.append(f"{label}: {check.reason}")
-                        continue
-                    cost = find_aladdin_model(spec.name, inv.gpu.name, check.tensor_parallel, models_dir)
-                    if cost is None:
-                        skipped.append(f"{label}: no Aladdin cost model")
-                        continue
-                    cap = continuous_capacity(cost, kv_size=check.kv_size_bytes, kv_per_token=spec.kv_bytes_per_token,
-                                              mean_input=demand.mean_input, mean_output=demand.mean_output,
-                                              ttft_s=demand.ttft_s, atgt_s=demand.atgt_s, max_batch=memory.max_batch)
-                    if not cap.feasible:
-                        skipped.append(f"{label}: {cap.reason}")
-                        continue
-                    options.append(InstanceOption(gpu_index=g, tensor_parallel=check.tensor_parallel, model_index=m,
-                                                  capacity=cap.requests_per_s,
-                                                  source=f"continuous estimate, batch {cap.batch:.1f} ({cap.bottleneck})",
-                                                  cost_model=cost))
+    return degrees
+
+
+def _given_options(path: Path, data: dict, inventory: list[GPUInventory], demands: list,
+                   degrees: list | None) -> tuple[list[InstanceOption], list[str]]:
+    """(options, skipped) from ``capacities`` (requests/s per model, GPU type and TP degree, as given)."""
+    options: list[InstanceOption] = []
+    skipped: list[str] = []
+    gpu_index = {inv.gpu.name: g for g, inv in enumerate(inventory)}
+    model_index = {d.model: m for m, d in enumerate(demands)}
+    given: dict[tuple[str, str, int], int] = {}
+    for k, item in enumerate(_list(path, data, "capacities", _CAPACITY_KEYS)):
+        field = f"capacities[{k}]"
+        if isinstance(item.get("gpu"), str) and gpu_alias_problem(item["gpu"]) is not None:
+            raise InputError(path, f"{field}.gpu", gpu_alias_problem(item["gpu"]))
+        found = find_gpu(item["gpu"], aliases=False) if isinstance(item.get("gpu"), str) else None
+        gname = found.name if found is not None else None
+        if gname not in gpu_index:
+            raise InputError(path, f"{field}.gpu", f"{shown(item.get('gpu'))} is not in the inventory")
+        if not isinstance(item.get("model"), str) or item["model"] not in model_index:
+            raise InputError(path, f"{field}.model", f"{shown(item.get('model'))} is not in demands")
+        tp = _positive_int(path, f"{field}.tensor_parallel", item.get("tensor_parallel"))
+        _number(path, f"{field}.requests_per_s", item.get("requests_per_s"), maximum=MAX_RATE)
+        if inventory[gpu_index[gname]].gpus_per_machine % tp:
+            raise InputError(path, f"{field}.tensor_parallel", f"TP degree {tp} does not divide the "
+                             f"{inventory[gpu_index[gname]].gpus_per_machine} GPUs of a {gname} machine")
+        key = (item["model"], gname, tp)
+        if key in given:
+            raise InputError(path, field, f"{item['model']} on {gname} tp{tp} is given twice "
+                                          f"(capacities[{given[key]}] and capacities[{k}])")
+        given[key] = k
+        if degrees is not None and tp not in degrees:  # the file's degrees restrict the given capacities too
+            skipped.append(f"{item['model']} on {gname} tp{tp}: TP {tp} is not in degrees {degrees} ({field})")
+            continue
+        options.append(validate_model(InstanceOption, {"gpu_index": gpu_index[gname], "tensor_parallel": tp,
+                                      "model_index": model_index[item["model"]],
+                                      "capacity": item.get("requests_per_s"), "source": "given"}, path, field))
+    return options, skipped
+
+
+def _estimated_options(path: Path, data: dict, inventory: list[GPUInventory], demands: list,
+                       degrees: list | None) -> tuple[list[InstanceOption], list[str]]:
+    """(options, skipped): every feasible TP degree of every model on every GPU type, its capacity the
+    continuous-batching estimate from its Aladdin cost model (`throughput.continuous_capacity`)."""
+    options: list[InstanceOption] = []
+    skipped: list[str] = []
+    memory = _memory(path, data)
+    models_dir = _models_dir(path, data)
+    for m, demand in enumerate(demands):
+        spec = _model(path, f"demands[{m}].model", demand.model)
+        for g, inv in enumerate(inventory):
+            cand = [t for t in divisors(inv.gpus_per_machine) if degrees is None or t in degrees]
+            checks = check_degrees(spec, inv.gpu, inv.gpus_per_machine, max_input=spec.max_context_tokens // 2,
+                                   max_output=spec.max_context_tokens - spec.max_context_tokens // 2,
+                                   memory_utilization=memory.memory_utilization,
+                                   engine_overhead_gb=memory.engine_overhead_gb, degrees=cand)
+            for check in checks:
+                label = f"{spec.name} on {inv.gpu.name} tp{check.tensor_parallel}"
+                if not check.feasible:
+                    skipped.append(f"{label}: {check.reason}")
+                    continue
+                cost = find_aladdin_model(spec.name, inv.gpu.name, check.tensor_parallel, models_dir)
+                if cost is None:
+                    skipped.append(f"{label}: no Aladdin cost model")
+                    continue
+                cap = continuous_capacity(cost, kv_size=check.kv_size_bytes, kv_per_token=spec.kv_bytes_per_token,
+                                          mean_input=demand.mean_input, mean_output=demand.mean_output,
+                                          ttft_s=demand.ttft_s, atgt_s=demand.atgt_s, max_batch=memory.max_batch)
+                if not cap.feasible:
+                    skipped.append(f"{label}: {cap.reason}")
+                    continue
+                options.append(InstanceOption(gpu_index=g, tensor_parallel=check.tensor_parallel, model_index=m,
+                                              capacity=cap.requests_per_s,
+                                              source=f"continuous estimate, batch {cap.batch:.1f} ({cap.bottleneck})",
+                                              cost_model=cost))
+    return options, skipped
+
+
+def _every_demand_fits(path: Path, demands: list, options: list[InstanceOption], skipped: list[str]) -> None:
+    """One line naming the first model without any instance option, and why."""
     for m, demand in enumerate(demands):
         if not any(o.model_index == m for o in options):
             why = "; ".join(s for s in skipped if s.startswith(demand.model)) or "no capacity given"
             raise InputError(path, f"demands[{m}].model", f"{demand.model} fits nowhere in the inventory ({why})")
+
+
+def load_cost_plan(path: Path, data: dict) -> CostPlanProblem:
+    """A cost plan: the inventory, the demands, the TP degrees allowed (``degrees``) and each instance option's
+    capacity, given (``capacities``) or estimated from the Aladdin cost models (`_estimated_options`)."""
+    _known(path, "", data, _COST_KEYS)
+    inventory = _cost_inventory(path, data)
+    demands = [_demand(path, k, item)[0] for k, item in enumerate(_list(path, data, "demands", _DEMAND_KEYS))]
+    _unique(path, "demands", [d.model for d in demands], "model")
+    degrees = _cost_degrees(path, data, inventory)
+    if data.get("capacities") is not None:  # given (an empty list is refused by _list, not read as absent)
+        options, skipped = _given_options(path, data, inventory, demands, degrees)
+    else:
+        options, skipped = _estimated_options(path, data, inventory, demands, degrees)
+    _every_demand_fits(path, demands, options, skipped)
     payload = dict(name=name_field(data, "name", path.stem, path), inventory=tuple(inventory), demands=tuple(demands),
                    options=tuple(options), skipped=tuple(skipped))
     return validate_model(CostPlanProblem, payload, path)

@@ -1,4 +1,4 @@
-"""Memory feasibility (FORMULATIONS.md §5.2 Eq. 1–2).
+"""Memory feasibility (docs/formulations.md §5.2 Eq. 1–2).
 
 * Eq. 1  ``KVSize(s) = t·d·φ − δ_engine − Φ·b``: bytes left for the KV cache on an instance of ``t``
   accelerators with ``d`` bytes each, engine memory fraction φ (vLLM ``gpu_memory_utilization``),

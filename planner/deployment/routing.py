@@ -1,4 +1,4 @@
-"""Routers of a request batch across heterogeneous instances (FORMULATIONS.md §5.4).
+"""Routers of a request batch across heterogeneous instances (docs/formulations.md §5.4).
 
 All requests of the batch are present at time 0 (the paper's rate = ∞ setting) and are routed in
 batch order; no request completes while routing, so the completion hooks never fire and the

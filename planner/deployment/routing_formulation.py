@@ -27,6 +27,8 @@ def pair_index(problem: RoutingProblem) -> tuple[np.ndarray, np.ndarray]:
 
 
 def define_assignment(builder: ModelBuilder, problem: RoutingProblem, pairs: tuple[np.ndarray, np.ndarray]) -> VarBlock:
+    """Assignment (rows ``assign``): ``Σ_s x_{rs} = 1`` per request, over the instances whose KV cache fits
+    it (Eq. 5's KV limit: a pair that does not fit has no column)."""
     r, _ = pairs
     x = builder.add_binaries("x", len(r))
     R = len(problem.request_ids)
@@ -36,6 +38,8 @@ def define_assignment(builder: ModelBuilder, problem: RoutingProblem, pairs: tup
 
 
 def define_makespan(builder: ModelBuilder, problem: RoutingProblem, pairs, x: VarBlock) -> VarBlock:
+    """Makespan (rows ``makespan``, objective ``min C``): ``Σ_r p_{rs}·x_{rs} − C ≤ 0`` per instance, with
+    ``p_{rs}`` Eq. 6's per-request time of r on s."""
     r, s = pairs
     S = len(problem.instances)
     upper = float(problem.processing_times.max(axis=1).sum())
@@ -48,11 +52,41 @@ def define_makespan(builder: ModelBuilder, problem: RoutingProblem, pairs, x: Va
     return cmax
 
 
-def define_symmetry(builder: ModelBuilder, problem: RoutingProblem, pairs, x: VarBlock) -> None:
-    r, s = pairs
+def identical_successors(problem: RoutingProblem) -> list[int]:
+    """The instances s whose successor s+1 is identical to s (same p column and fits column)."""
     p, fits = problem.processing_times, problem.fits
-    identical = [k for k in range(len(problem.instances) - 1)
-                 if np.array_equal(p[:, k], p[:, k + 1]) and np.array_equal(fits[:, k], fits[:, k + 1])]
+    return [k for k in range(len(problem.instances) - 1)
+            if np.array_equal(p[:, k], p[:, k + 1]) and np.array_equal(fits[:, k], fits[:, k + 1])]
+
+
+def symmetric_order(problem: RoutingProblem, assignment: np.ndarray) -> np.ndarray:
+    """``assignment`` (instance of each request) with the request sets of identical instances permuted so
+    that the symmetry rows hold: within each run of consecutive identical instances, the loads are
+    non-increasing (ties keep their order).  The makespan and every other row are unchanged: identical
+    instances have the same p and fits columns, so a request set keeps its load and its KV fit wherever
+    it moves in the run."""
+    assignment = np.asarray(assignment, dtype=np.int64)
+    loads = np.zeros(len(problem.instances))
+    np.add.at(loads, assignment, problem.processing_times[np.arange(len(assignment)), assignment])
+    target = np.arange(len(problem.instances))
+    following = set(identical_successors(problem))
+    start = 0
+    for k in range(len(problem.instances)):
+        if k in following:
+            continue  # the run goes on to k + 1
+        run = np.arange(start, k + 1)
+        target[run[np.argsort(-loads[run], kind="stable")]] = run  # the i-th largest load moves to run[i]
+        start = k + 1
+    return target[assignment]
+
+
+def define_symmetry(builder: ModelBuilder, problem: RoutingProblem, pairs, x: VarBlock) -> None:
+    """Symmetry (rows ``symmetry``): identical consecutive instances s, s+1 (same p and fits columns) carry
+    non-increasing loads, ``Σ_r p_{rs}x_{rs} ≥ Σ_r p_{r,s+1}x_{r,s+1}`` (`symmetric_order` puts any
+    routing in this order)."""
+    r, s = pairs
+    p = problem.processing_times
+    identical = identical_successors(problem)
     if not identical:
         return
     rows, cols, vals = [], [], []

@@ -1,4 +1,7 @@
-"""Routing of a request batch across heterogeneous instances in the compare harness (`planner.harness`)."""
+"""Routing of a request batch across heterogeneous instances in the compare harness (`planner.harness`).
+
+Plans are `RoutingSolution` mappings (``kind: routing``, `RoutingSolution.from_dict`), validated by
+`planner.deployment.validator.validate_routing`."""
 
 from __future__ import annotations
 
@@ -9,7 +12,9 @@ from planner.deployment.instance import load_routing_instance
 from planner.deployment.problem import RoutingProblem
 from planner.deployment.routing import ROUTERS
 from planner.deployment.routing_solve import run_router, solve_routing
-from planner.harness import FamilyHarness, RunOptions
+from planner.deployment.solution import RoutingSolution
+from planner.deployment.validator import validate_routing
+from planner.core.contract import FamilyHarness, RunOptions
 
 
 def _run(problem: RoutingProblem, method: str, options: RunOptions) -> Result:
@@ -32,4 +37,6 @@ HARNESS = FamilyHarness(
     heuristics=tuple(ROUTERS),
     exact_method="milp",
     run=_run,
+    plan_from_dict=RoutingSolution.from_dict,
+    validate=validate_routing,
 )

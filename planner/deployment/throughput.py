@@ -1,4 +1,4 @@
-"""Throughput estimators (FORMULATIONS.md §5.3 and a continuous-batching estimate).
+"""Throughput estimators (docs/formulations.md §5.3 and a continuous-batching estimate).
 
 **Alg. 1 (static batching), with the [P*] fixes.**  Requests are taken in sample order; a batch
 ``[begin..r]`` grows while ``kv_token·Σ I + (r−begin+1)·kv_token·max O ≤ KVSize(s)`` and always takes

@@ -45,7 +45,7 @@ def validate_cost_plan(problem: CostPlanProblem, solution: CostPlanSolution) -> 
                                                             len(problem.options), "one count per option expected"),))
     cost = 0.0
     gpus_used = [0] * len(problem.inventory)
-    sizes: list[list[int]] = [[] for _ in problem.inventory]
+    sizes: list[dict[int, int]] = [{} for _ in problem.inventory]  # instances per TP degree, per GPU type
     served = [0.0] * len(problem.demands)
     for option, count in zip(problem.options, solution.counts):
         if count < 0:
@@ -54,13 +54,15 @@ def validate_cost_plan(problem: CostPlanProblem, solution: CostPlanSolution) -> 
         inv = problem.inventory[option.gpu_index]
         cost += count * option.tensor_parallel * inv.price_per_gpu_hour
         gpus_used[option.gpu_index] += count * option.tensor_parallel
-        sizes[option.gpu_index] += [option.tensor_parallel] * count
+        per_degree = sizes[option.gpu_index]
+        per_degree[option.tensor_parallel] = per_degree.get(option.tensor_parallel, 0) + count
         served[option.model_index] += count * option.capacity
     for g, inv in enumerate(problem.inventory):
         if gpus_used[g] > inv.gpus:
             violations.append(Violation("inventory", inv.gpu.name, gpus_used[g], inv.gpus,
                                         f"{gpus_used[g]} {inv.gpu.name} GPUs used, {inv.gpus} available"))
-        elif not _pack(inv.gpus_per_machine, inv.machines, sizes[g]):
+        # packed only within the inventory: at most as many instances as the type has GPUs
+        elif not _pack(inv.gpus_per_machine, inv.machines, [t for t, n in sizes[g].items() for _ in range(n)]):
             violations.append(Violation("packing", inv.gpu.name, gpus_used[g], inv.gpus,
                                         f"instances do not pack onto {inv.machines} machines of {inv.gpus_per_machine}"))
     for m, demand in enumerate(problem.demands):
@@ -107,7 +109,7 @@ def validate_routing(problem: RoutingProblem, solution: RoutingSolution) -> Vali
 # ---- TP enumeration (best TP degree per machine group, cluster tokens/s) ---------------------------
 #
 # Re-derived from the problem data, the model/GPU specs and the cost-model coefficients alone: nothing
-# from `memory`, `throughput` or `enumeration` is imported.  The rules (README, FORMULATIONS.md §5.2–5.3):
+# from `memory`, `throughput` or `enumeration` is imported.  The rules (docs/formulations.md §5.2–5.3):
 #
 # * Eq. 1  KV(t) = t·(GPU bytes)·φ − δ_engine − (parameters · bytes per parameter); ≤ 0: weights do not fit.
 # * Eq. 2  KV(t) ≥ kv_token·(I_max + O_max), kv_token = 2·layers·KV heads·head dim·bytes (GQA-correct;

@@ -9,11 +9,11 @@ n_d requests reading KV k_r each::
 
 An empty batch never runs.  The two sources:
 
-* `LinearBatchCost.from_infermax` (FORMULATIONS.md §3.2, `planner.batching.costmodel`):
+* `LinearBatchCost.from_infermax` (docs/formulations.md §3.2, `planner.batching.costmodel`):
   base = b_o, tok = a_o, pb = b_p, pt = 0, pq = a_p, pn = s_p, db = b_d, dn = s_d, dk = a_d, each
   × the model's ``scale`` (n_layers · 1e-3: per-layer ms → s).  `InferMaxCostModel.batch_seconds`
   is the same sum in another order (equal to rounding).
-* `LinearBatchCost.from_aladdin` (FORMULATIONS.md §1.2, Eqs. 2–3): pb = c1 (prefill_base_s),
+* `LinearBatchCost.from_aladdin` (docs/formulations.md §1.2, Eqs. 2–3): pb = c1 (prefill_base_s),
   pt = k1, db = c2, dn = k2, dk = k3, the rest 0.  A pure prefill batch takes Eq. 2
   (k1·Σc + c1), a pure decode batch Eq. 3 (k2·b + k3·Σ context + c2), and a hybrid batch (chunked
   prefill) pays both parts: Aladdin's model has no hybrid batches, and this is the reading that

@@ -1,4 +1,4 @@
-r"""Aladdin's placement MIP (FORMULATIONS.md §1.3), one constraint family per function.
+r"""Aladdin's placement MIP (docs/formulations.md §1.3), one constraint family per function.
 
 Sets: new requests i ∈ R_new; ongoing requests on K fixed workers (no
 migration); U candidate new workers (U = the new workers of the best heuristic,

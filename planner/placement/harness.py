@@ -4,19 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from planner.core.result import Result
-from planner.harness import FamilyHarness, RunOptions
+from planner.core.contract import FamilyHarness
 from planner.placement.heuristics import HEURISTICS
 from planner.placement.instance import load_placement_instance
 from planner.placement.problem import PlacementProblem
-from planner.placement.solve import run_heuristic, solve_placement
-
-
-def _run(problem: PlacementProblem, method: str, options: RunOptions) -> Result:
-    if method == "mip":
-        return solve_placement(problem, solver=options.solver, time_limit=options.time_limit,
-                               threads=options.threads, seed=options.seed)
-    return run_heuristic(problem, method, seed=options.seed)
+from planner.placement.solution import PlacementSolution
+from planner.placement.solve import solve
+from planner.placement.validator import validate_placement
 
 
 def _load(path: Path) -> PlacementProblem:
@@ -31,5 +25,7 @@ HARNESS = FamilyHarness(
     load=_load,
     heuristics=tuple(HEURISTICS),
     exact_method="mip",
-    run=_run,
+    run=solve,
+    plan_from_dict=PlacementSolution.from_dict,
+    validate=validate_placement,
 )

@@ -3,7 +3,7 @@
 Constraint-aware policies open a new worker when nothing fits:
 
 * ``best_fit`` — Aladdin Alg. 1: new requests in arrival order; workers sorted by
-  ``capacity_norm`` = ‖(batch size, w·context)‖₂ with w = k3/k2 (FORMULATIONS.md
+  ``capacity_norm`` = ‖(batch size, w·context)‖₂ with w = k3/k2 (docs/formulations.md
   §1.5 [R]) in descending order; the request goes to the first (most loaded)
   worker where every constraint family still holds.
 * ``first_fit_decreasing`` — requests by decreasing normalised size (the
@@ -175,7 +175,7 @@ def _smallest_pool(problem: PlacementProblem, method: str, make_chooser: Callabl
                    budget: Budget | None = None) -> PlacementSolution:
     """The smallest pool, from the lower bound up, on which the routing meets every constraint.
 
-    With a ``budget`` (`compare_placement` under a time limit), each pool size tried is charged
+    With a ``budget`` (`planner.placement.solve.solve` under a time limit), each pool size tried is charged
     `effort.pool_attempt_seconds` of its counted work, and the search stops — `SearchStopped` —
     when the next size (estimated as the last one) would not fit: deterministic, like the counts.
     """

@@ -54,7 +54,7 @@ Per-request metrics (seconds):
   decode iteration, prefill stalls included, as M4 assumes), ``atgt_s =
   decode_s / output_tokens``.  ``slo_met`` = finished, TTFT met and ATGT met.
 
-Alg. 2 (FORMULATIONS §1.5, [R]), only with ``rebalance=True``.  Each worker j
+Alg. 2 (docs/formulations.md §1.5, [R]), only with ``rebalance=True``.  Each worker j
 keeps ``E_j`` (reset when released).  On an early finish (o < ô): ``E_j += ô − o``,
 j marked *over*.  When g reaches ô and the request is not finished:
 ``ô ← ⌈predictor.conditional_mean_output(I, g)⌉`` (``g + 1`` without a predictor;
@@ -77,6 +77,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
+from planner.core.contract import RunOptions
 from planner.core.types import LLMSpec, SLOSet, WorkerConfig, Workload
 from planner.costmodels.models import AladdinCostModel
 from planner.errors import InfeasibleError, PlannerError
@@ -145,7 +146,7 @@ class _Replay:
     def __init__(self, workload: Workload, model: LLMSpec, worker: WorkerConfig, cost: AladdinCostModel,
                  slos: SLOSet, options: PlacementOptions, heartbeat_s: float, method: str, rebalance: bool,
                  predictor: LengthDistribution | None, seed: int, time_limit: float | None,
-                 ttft_clock: str) -> None:
+                 ttft_clock: str, solver: str = "highs", threads: int | None = None) -> None:
         if heartbeat_s <= 0:
             raise PlannerError(f"heartbeat_s must be positive, got {heartbeat_s}")
         if method != "mip" and method not in HEURISTICS:
@@ -155,6 +156,7 @@ class _Replay:
         self.model, self.worker, self.cost, self.slos, self.options = model, worker, cost, slos, options
         self.dt, self.method, self.rebalance, self.predictor = heartbeat_s, method, rebalance, predictor
         self.seed, self.time_limit, self.ttft_clock = seed, time_limit, ttft_clock
+        self.solver, self.threads = solver, threads
         self.colocated = options.mode == "colocated"
         self.m_kv = worker.kv_capacity_bytes(model)
         self.req = list(workload.requests)
@@ -198,7 +200,8 @@ class _Replay:
     def _solve(self, problem: PlacementProblem, k: int) -> tuple[np.ndarray, bool]:
         try:
             if self.method == "mip":
-                res = solve_placement(problem, time_limit=self.time_limit, seed=self.seed)
+                res = solve_placement(problem, RunOptions(solver=self.solver, time_limit=self.time_limit,
+                                                          threads=self.threads, seed=self.seed))
                 if res.solution is None or res.validation is None or not res.validation.feasible:
                     raise InfeasibleError(res.message or "no feasible MIP solution")
                 return res.solution.as_array(), False
@@ -448,10 +451,13 @@ def replay(
     max_heartbeats: int | None = None,
     time_limit: float | None = 10.0,
     ttft_clock: Literal["arrival", "heartbeat"] = "arrival",
+    solver: str = "highs",
+    threads: int | None = None,
 ) -> ReplayResult:
     """Replay ``workload`` through Aladdin's online scheduler (module docstring has the semantics).
 
-    ``time_limit`` (s) bounds each heartbeat's MIP when ``method="mip"``.
+    ``time_limit`` (s) bounds each heartbeat's MIP when ``method="mip"``, solved by ``solver`` with
+    ``threads``.
     ``seed`` drives the randomised baselines (``seed + heartbeat``) and the
     MIP.  The replay is deterministic given its inputs (``method="mip"``
     only when no heartbeat hits its time limit).  With
@@ -459,4 +465,4 @@ def replay(
     ``finished=False`` and count as SLO misses.
     """
     return _Replay(workload, model, worker, cost, slos, options, heartbeat_s, method, rebalance, predictor, seed,
-                   time_limit, ttft_clock).run(max_heartbeats)
+                   time_limit, ttft_clock, solver, threads).run(max_heartbeats)

@@ -117,7 +117,7 @@ class PlacementProblem(_Frozen):
 class PlacementArrays:
     """Per-request quantities derived once from a `PlacementProblem`.
 
-    Symbols (FORMULATIONS.md §1): I input tokens, ô predicted output, g
+    Symbols (docs/formulations.md §1): I input tokens, ô predicted output, g
     generated so far, τ decode seconds so far, λ strictness, θ headroom.
 
     * ``remaining`` r = max(ô − g, 1): decode iterations still to run.  A

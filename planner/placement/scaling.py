@@ -117,12 +117,15 @@ def workers_vs_rate(
     method: str = "best_fit",
     rebalance: bool = True,
     slo_class: str = "default",
+    time_limit: float | None = 10.0,
+    solver: str = "highs",
+    threads: int | None = None,
 ) -> ScalingFit:
     """Replay a Poisson stream at each rate and fit Eq. 7 (see the module docstring).
 
     ``rates`` in req/s, ``duration_s`` and ``warmup_s`` in seconds
     (``warmup_s < duration_s``).  The replay uses ``dist`` as the Alg. 2
-    predictor.  Table columns: ``rate``, ``requests``, ``workers`` (max active
+    predictor; ``time_limit`` (s) bounds each heartbeat's MIP of ``method="mip"`` (``solver``, ``threads``).  Table columns: ``rate``, ``requests``, ``workers`` (max active
     after warm-up), ``gpus`` (= workers × TP), ``mean_workers`` (after warm-up),
     ``slo_attainment`` (whole stream), ``p99_atgt_s``, ``kv_overflows``,
     ``requests_per_heartbeat`` and ``rel_stderr_output``.
@@ -135,7 +138,8 @@ def workers_vs_rate(
         wl = poisson_workload(dist, rate=float(rate), duration_s=duration_s, seed=seed,
                               max_total_tokens=model.max_context_tokens, slo_class=slo_class)
         res = replay(wl, model=model, worker=worker, cost=cost, slos=slos, options=options,
-                     heartbeat_s=heartbeat_s, method=method, rebalance=rebalance, predictor=dist, seed=seed)
+                     heartbeat_s=heartbeat_s, method=method, rebalance=rebalance, predictor=dist, seed=seed,
+                     time_limit=time_limit, solver=solver, threads=threads)
         hb = res.heartbeats
         steady = hb[(hb.time_s >= warmup_s) & (hb.time_s <= duration_s)]
         if steady.empty:

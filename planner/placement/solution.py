@@ -1,11 +1,32 @@
-"""The placement Solution: which worker serves each request.  Same type for MIP and heuristics."""
+"""The placement Solution: which worker serves each request.  Same type for MIP and heuristics.
+
+Plan format (``to_dict`` writes it, `PlacementSolution.from_dict` reads it; a hand-written plan needs
+only ``assignment``)::
+
+    {"assignment": {"r1": 0, "r2": 0, "r3": 1}}
+
+``assignment`` maps every request id of the instance to a worker label, a whole number
+0 … `MAX_WORKER_LABEL`; requests with the same label share a worker, and an ongoing request keeps
+the label of the worker it decodes on.  ``method`` (a name) is optional; ``workers`` and ``gpus``
+are summaries the validator recomputes and are ignored on reading.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from planner.core import plan_fields as pf
+
+if TYPE_CHECKING:
+    from planner.placement.problem import PlacementProblem
+
+#: Largest worker label a plan may use (labels need not be contiguous; the worker count is the
+#: number of distinct labels).
+MAX_WORKER_LABEL = 10**9
 
 
 @dataclass(frozen=True)
@@ -48,3 +69,24 @@ class PlacementSolution:
             "gpus": self.gpus_used,
             "assignment": self.worker_of(),
         }
+
+    @classmethod
+    def from_dict(cls, problem: "PlacementProblem", data: Mapping[str, Any]) -> "PlacementSolution":
+        """The plan ``data`` (the module's format) for ``problem``; one `InputError` line for a key
+        missing or unknown, a request id not in the instance, a request without a worker, or a label
+        that is not a whole number in 0 … `MAX_WORKER_LABEL`."""
+        data = pf.mapping(data, "", allowed=("method", "workers", "gpus", "assignment"), required=("assignment",))
+        method = pf.name(data["method"], "method") if "method" in data else "plan"
+        given = pf.mapping(data["assignment"], "assignment")
+        index = {r.request_id: k for k, r in enumerate(problem.requests)}
+        workers: list[int | None] = [None] * len(index)
+        for rid, label in given.items():
+            field = pf.join("assignment", str(rid))
+            workers[pf.lookup(rid, index, field, "request id")] = pf.whole(label, field, maximum=MAX_WORKER_LABEL)
+        missing = [problem.requests[k].request_id for k, w in enumerate(workers) if w is None]
+        if missing:
+            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            pf.refuse("assignment", f"request {missing[0]!r}{more} has no worker (every request of the "
+                                    "instance needs one)")
+        return cls(tuple(index), tuple(int(w) for w in workers if w is not None), method,
+                   problem.worker.tensor_parallel)

@@ -16,7 +16,7 @@ feasible g; it does not depend on the arrival rate.  A row's source says "derive
 file whose provenance starts with "DERIVED" (not fitted to measurements of that model, e.g.
 ``models/aladdin/llama-2-13b__*``, written by ``models/derive_llama2_13b.py``).
 
-Eq. 5 (extrapolation only, [R] FORMULATIONS §1.2): degrees without a fitted model get each
+Eq. 5 (extrapolation only, [R] docs/formulations.md §1.2): degrees without a fitted model get each
 decode coefficient from ``coef(g) = A/g + B`` (compute split over g GPUs plus a constant
 part), least squares over the fitted degrees (at least two); such rows say "Eq. 5".
 """

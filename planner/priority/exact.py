@@ -67,7 +67,7 @@ At b_max ≥ 2 two more things make N = 30 provable within a minute:
 
 * **compiled search** (`compiled_driver`, `compiled_search`): the same depth-first search, with the
   same tests in the same order (node counts, plans and proofs equal `visit`'s — tested), compiled;
-  children that the Lagrangian node bound prunes are dropped when generated (they are no longer
+  children that the Lagrangian node bound prunes are dropped when generated (they are not
   counted as nodes), and at b_max = 4 a leader screen skips most of the 31,930 batches per node
   before they are formed.  The Python search took 229 s and 310 s (b_max = 2, seeds 2 and 1) and did
   not prove seed 0 in 600 s; compiled: 7.6, 9.0 and 40.5 s;

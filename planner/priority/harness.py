@@ -8,16 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from planner.core.result import Result
-from planner.harness import FamilyHarness, RunOptions
+from planner.core.contract import FamilyHarness
 from planner.priority.heuristics import HEURISTICS
 from planner.priority.instance import load_priority_instance
-from planner.priority.problem import PriorityProblem
-from planner.priority.solve import run_method
-
-
-def _run(problem: PriorityProblem, method: str, options: RunOptions) -> Result:
-    return run_method(problem, method, time_limit=options.time_limit, seed=options.seed)
+from planner.priority.problem import PriorityProblem, PrioritySchedule
+from planner.priority.solve import solve
+from planner.priority.validator import validate_schedule
 
 
 def _load(path: Path) -> PriorityProblem:
@@ -32,5 +28,7 @@ HARNESS = FamilyHarness(
     load=_load,
     heuristics=tuple(HEURISTICS),
     exact_method="exact",
-    run=_run,
+    run=solve,
+    plan_from_dict=PrioritySchedule.from_dict,
+    validate=validate_schedule,
 )

@@ -1,4 +1,4 @@
-"""Problem data of the SLO-aware priority scheduler (FORMULATIONS.md §2.1–2.3).
+"""Problem data of the SLO-aware priority scheduler (docs/formulations.md §2.1–2.3).
 
 A `PriorityProblem` is a set of jobs waiting on one inference instance.  A plan is a priority
 order (a permutation) cut into contiguous batches of sizes ``1 ≤ b_k ≤ b_max`` (and, when a
@@ -20,13 +20,13 @@ Every method (evaluator, SA, exhaustive, exact) reads these tables; the validato
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import (
-    BeforeValidator,
     Field,
     NonNegativeInt,
     PositiveFloat,
@@ -36,7 +36,7 @@ from pydantic import (
     model_validator,
 )
 
-from planner.core.io import MAX_REQUEST_TOKENS
+from planner.core.io import MAX_REQUEST_TOKENS, NotBool
 from planner.core.types import Frozen
 from planner.costmodels.models import BilinearCostModel
 
@@ -64,17 +64,9 @@ class FieldError(ValueError):
         self.problem = problem
 
 
-def _not_bool(value: Any) -> Any:
-    # pydantic's lax mode reads true/false as 1/0; a boolean where a number belongs is a mistake.
-    if isinstance(value, bool):
-        raise ValueError(f"expected a number, got the boolean {str(value).lower()}")  # noqa: TRY004 (pydantic needs ValueError)
-    return value
-
-
-NoBool = BeforeValidator(_not_bool)
-Count = Annotated[PositiveInt, NoBool]
-Tokens = Annotated[PositiveInt, NoBool]
-Millis = Annotated[PositiveFloat, NoBool]
+Count = Annotated[PositiveInt, NotBool]
+Tokens = Annotated[PositiveInt, NotBool]
+Millis = Annotated[PositiveFloat, NotBool]
 
 SLO_FIELDS = {"e2e": ("slo_e2e_ms",), "chat": ("slo_ttft_ms", "slo_tpot_ms")}
 """The SLOs each kind of job is judged by (Eq. 5); the others must not be given."""
@@ -91,7 +83,7 @@ class PriorityJob(Frozen):
     slo_e2e_ms: Millis | None = None
     slo_ttft_ms: Millis | None = None
     slo_tpot_ms: Millis | None = None
-    arrival: Annotated[NonNegativeInt, NoBool] = Field(0, description="arrival rank (FCFS order); ties broken by position")
+    arrival: Annotated[NonNegativeInt, NotBool] = Field(0, description="arrival rank (FCFS order); ties broken by position")
     exec_ms: tuple[Millis, ...] | None = Field(None, description="explicit t_exec by batch size 1.. (toy instances)")
     prefill_ms: tuple[Millis, ...] | None = Field(None, description="explicit t_prefill by batch size 1..")
 
@@ -291,3 +283,75 @@ class PrioritySchedule(Frozen):
                 for plan in self.plans
             ],
         }
+
+    @classmethod
+    def from_dict(cls, problem: PriorityProblem, data: Mapping[str, Any]) -> "PrioritySchedule":
+        """The plan ``data`` for ``problem``; one `InputError` line for a key missing or unknown, a job
+        name not in the instance, an empty batch, a job placed twice or never, or a ``priority_order``
+        other than the batches read left to right.  Batch sizes above ``b_max`` and batches over
+        ``token_capacity`` are the validator's verdict, not reading errors.
+
+        Plan format (``to_dict`` writes it; a hand-written plan of one instance needs only ``batches``)::
+
+            {"batches": [["job1", "job2"], ["job3"]]}
+            {"instances": [{"batches": [["job1", "job2"]]}, {"batches": [["job3"]]}]}
+
+        Batches run one after the other on their instance, in the order listed; jobs are named as in
+        the instance file.  ``priority_order`` of an instance, when given, must be its batches' jobs in
+        order.  ``G_per_s``, ``slo_met``, ``jobs``, ``slo_attainment``, ``total_latency_ms`` and
+        ``mean_latency_ms`` are results and are ignored on reading; ``met`` and ``total_latency_ms``
+        of the schedule read are the independent validator's recomputation
+        (`planner.priority.validator.validate_schedule`)."""
+        from planner.core import plan_fields as pf  # noqa: PLC0415 (plan reading only)
+        from planner.priority.validator import validate_schedule  # noqa: PLC0415 (the validator imports this module)
+
+        results = ("G_per_s", "slo_met", "jobs", "slo_attainment", "total_latency_ms", "mean_latency_ms")
+        data = pf.mapping(data, "", allowed=(*results, "instances", "batches"))
+        if ("instances" in data) == ("batches" in data):
+            pf.refuse("instances", "give either instances (a list of {batches: ...}) or batches (one instance), "
+                                   "not both" if "batches" in data else "required key is missing")
+        if "batches" in data:
+            raw_instances: list[Any] = [{"batches": data["batches"]}]
+            prefix = ""
+        else:
+            raw_instances = pf.items(data["instances"], "instances")
+            if not raw_instances:
+                pf.refuse("instances", "expected at least one instance")
+            prefix = "instances"
+        index = {job.name: k for k, job in enumerate(problem.jobs)}
+        placed: dict[int, str] = {}
+        plans: list[InstancePlan] = []
+        for m, raw in enumerate(raw_instances):
+            where = pf.join(prefix, m) if prefix else ""
+            inst = pf.mapping(raw, where, allowed=("priority_order", "batches"), required=("batches",))
+            order: list[int] = []
+            sizes: list[int] = []
+            for k, raw_batch in enumerate(pf.items(inst["batches"], pf.join(where, "batches"))):
+                at = pf.join(pf.join(where, "batches"), k)
+                members = pf.items(raw_batch, at)
+                if not members:
+                    pf.refuse(at, "empty batch (a batch runs at least one job)")
+                for p, name in enumerate(members):
+                    field = pf.join(at, p)
+                    j = pf.lookup(name, index, field, "job")
+                    if j in placed:
+                        pf.refuse(field, f"job {name!r} is placed twice (also at {placed[j]})")
+                    placed[j] = field
+                    order.append(j)
+                sizes.append(len(members))
+            if "priority_order" in inst:
+                field = pf.join(where, "priority_order")
+                given = pf.items(inst["priority_order"], field)
+                if given != [problem.jobs[j].name for j in order]:
+                    pf.refuse(field, "is not the batches' jobs read left to right; remove it or make it match")
+            plans.append(InstancePlan(order=tuple(order), batch_sizes=tuple(sizes)))
+        missing = [job.name for k, job in enumerate(problem.jobs) if k not in placed]
+        if missing:
+            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            pf.refuse(prefix or "batches", f"job {missing[0]!r}{more} is in no batch (every job of the instance "
+                                           "runs once)")
+        names = tuple(job.name for job in problem.jobs)
+        unscored = cls(plans=tuple(plans), job_names=names, met=0, total_latency_ms=0.0)
+        report = validate_schedule(problem, unscored)
+        return cls(plans=tuple(plans), job_names=names, met=int(report.details["slo_met"]),
+                   total_latency_ms=float(report.details["total_latency_ms"]))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+from planner.core.contract import RunOptions
 from planner.core.result import Result
 from planner.core.work import WorkClock
 from planner.errors import PlannerError
@@ -126,8 +127,12 @@ def _sub_clock(clock: WorkClock, share: float) -> WorkClock:
     return WorkClock(None if clock.time_limit is None else share * max(clock.left() or 0.0, 0.0))
 
 
+#: How the method names of the Dinkelbach MILP call each solver of `planner.solver`.
+SOLVER_NAMES = {"highs": "HiGHS", "gurobi": "Gurobi", "cbc": "CBC"}
+
+
 def prove_with_milp(problem: PriorityProblem, incumbent: Plan, time_limit: float | None = None,
-                    clock: WorkClock | None = None) -> tuple[ExactOutcome, str]:
+                    clock: WorkClock | None = None, solver: str = "highs", threads: int = 1) -> tuple[ExactOutcome, str]:
     """The branch-and-bound for BNB_SHARE of the time (incumbent and a first bound), then the
     Dinkelbach MILP from its plan; the reported bound is the smaller of the two (both are valid).
     Returns the outcome and the name of what ran.  With ``clock`` the branch-and-bound's share is
@@ -143,7 +148,7 @@ def prove_with_milp(problem: PriorityProblem, incumbent: Plan, time_limit: float
         milp_limit = max(time_limit - (time.perf_counter() - started), 0.0)
     if first.proven:
         return first, branch_and_bound_name(first)
-    second = solve_milp(problem, first.plan, time_limit=milp_limit)
+    second = solve_milp(problem, first.plan, time_limit=milp_limit, solver=solver, threads=threads)
     plan = second.plan if second.plan.g > first.plan.g else first.plan
     bound = min(first.bound_g, second.bound_g)
     proven = second.proven or bound <= plan.g * (1 + 1e-12)
@@ -151,18 +156,18 @@ def prove_with_milp(problem: PriorityProblem, incumbent: Plan, time_limit: float
                            time.perf_counter() - started,
                            f"branch-and-bound: {first.message or 'stopped'}; MILP: {second.message}",
                            wall_cut=first.wall_cut or (not second.proven and milp_limit is not None))
-    return outcome, f"{branch_and_bound_name(first)} + Dinkelbach MILP (HiGHS)"
+    return outcome, f"{branch_and_bound_name(first)} + Dinkelbach MILP ({SOLVER_NAMES.get(solver, solver)})"
 
 
 def prove_optimum(problem: PriorityProblem, incumbent: Plan, time_limit: float | None = None,
                   node_limit: int | None = None, method: str = "auto",
-                  clock: WorkClock | None = None) -> tuple[ExactOutcome, str]:
+                  clock: WorkClock | None = None, solver: str = "highs", threads: int = 1) -> tuple[ExactOutcome, str]:
     """(outcome, method name): the subset DP where it applies (b_max = 1, N ≤ MAX_DP_JOBS, no node
     limit), otherwise the branch-and-bound (at b_max ≥ 2 with the Lagrangian bound of
     `planner.priority.lagrangian`).  ``method`` = "bnb", "milp" or "hybrid" (branch-and-bound, then
-    the Dinkelbach MILP; needs a time limit) forces one of those.  Until the Lagrangian bound, auto ran
-    the hybrid at N ≥ 25, b_max ≥ 2; with it the branch-and-bound alone ends with smaller gaps there
-    (benchmarks/priority_scaling.py, "Exact optimum at N = 30").  ``clock``: the call's `WorkClock`
+    the Dinkelbach MILP; needs a time limit) forces one of those; auto never runs the MILP, because at
+    N = 30, b_max ≥ 2 the branch-and-bound with the Lagrangian bound ends with smaller gaps than the hybrid
+    (benchmarks/priority_scaling.py, "Exact optimum at N = 30").  ``solver`` and ``threads`` solve the MILPs.  ``clock``: the call's `WorkClock`
     (its limit replaces ``time_limit``; the DP and the branch-and-bound spend it in nominal seconds)."""
     if method not in EXACT_METHODS:
         raise PlannerError(f"unknown exact method {method!r} (known: {', '.join(EXACT_METHODS)})")
@@ -170,12 +175,13 @@ def prove_optimum(problem: PriorityProblem, incumbent: Plan, time_limit: float |
         time_limit = clock.time_limit
     if method == "milp":
         limit = clock.wall_left() if clock is not None else time_limit
-        outcome = solve_milp(problem, incumbent, time_limit=limit)
-        return replace(outcome, wall_cut=not outcome.proven and limit is not None), "Dinkelbach MILP (HiGHS)"
+        outcome = solve_milp(problem, incumbent, time_limit=limit, solver=solver, threads=threads)
+        return replace(outcome, wall_cut=not outcome.proven and limit is not None), \
+            f"Dinkelbach MILP ({SOLVER_NAMES.get(solver, solver)})"
     if method == "hybrid":
         if time_limit is None:
             raise PlannerError("the hybrid exact method needs a time limit (--time-limit)")
-        return prove_with_milp(problem, incumbent, time_limit, clock=clock)
+        return prove_with_milp(problem, incumbent, time_limit, clock=clock, solver=solver, threads=threads)
     if method == "auto" and node_limit is None and dp_applies(problem):
         try:
             return solve_sequence_dp(problem, incumbent, time_limit=time_limit, clock=clock), "subset DP (Dinkelbach)"
@@ -190,20 +196,22 @@ def prove_optimum(problem: PriorityProblem, incumbent: Plan, time_limit: float |
 
 def run_exact(problem: PriorityProblem, time_limit: float | None = None, seed: int = 0,
               node_limit: int | None = None, exact_method: str = "auto", started: float | None = None,
-              clock: WorkClock | None = None) -> Result:
-    """The warm start, then `prove_optimum`.  ``time_limit`` covers the whole call and is spent in
-    nominal seconds (`planner.priority.effort`, a `WorkClock`): the compiled kernels' load, the
-    baselines and the local search (up to `WARM_SHARE`), the search and its final bounds — so the
-    same instance, seed and limit give the same plan and bound.  The wall clock only guards; when it
-    decides, ``stats.wall_cut`` is true and the message says the run may not repeat.  ``started``:
-    when the caller's call began, if it read the instance first (the CLI); ``clock``: a caller's clock."""
+              clock: WorkClock | None = None, solver: str = "highs", threads: int = 1) -> Result:
+    """The warm start, then `prove_optimum` (``solver`` with ``threads`` solves its MILPs, when it runs any).
+    ``time_limit`` covers the whole call and is spent in nominal seconds (`planner.priority.effort`, a
+    `WorkClock`): the compiled kernels' load, the baselines and the local search (up to `WARM_SHARE`),
+    the search and its final bounds — so the same instance, seed and limit give the same plan and bound.
+    The wall clock only guards; when it decides, ``stats.wall_cut`` is true and the message says the run
+    may not repeat.  ``started``: when the caller's call began, if it read the instance first (the CLI);
+    ``clock``: a caller's clock."""
     t0 = time.perf_counter()
     if clock is None:
         clock = _clock(time_limit, started, problem.size)
     incumbent = best_heuristic_plan(problem, seed, clock=clock)
     warm = time.perf_counter() - t0
     clock.charge(effort.KERNEL_LOAD)  # the search's compiled kernels, loaded after the warm start
-    outcome, solver = prove_optimum(problem, incumbent, node_limit=node_limit, method=exact_method, clock=clock)
+    outcome, solver = prove_optimum(problem, incumbent, node_limit=node_limit, method=exact_method, clock=clock,
+                                    solver=solver, threads=threads)
     seconds = time.perf_counter() - t0
     stats = {"nodes": outcome.nodes, "incumbent_g": incumbent.g, "incumbent_seconds": warm,
              "nominal_seconds": round(clock.spent, 6), "wall_cut": bool(outcome.wall_cut or clock.wall_cut)}
@@ -217,12 +225,24 @@ def run_exact(problem: PriorityProblem, time_limit: float | None = None, seed: i
 
 
 def run_method(problem: PriorityProblem, method: str, *, time_limit: float | None = None, seed: int = 0,
-               exact_method: str = "auto", started: float | None = None) -> Result:
+               exact_method: str = "auto", started: float | None = None, solver: str = "highs",
+               threads: int | None = None) -> Result:
+    """``method`` on ``problem``: ``exact`` (`run_exact`; ``solver``/``threads`` for its MILPs, one thread by
+    default), ``exhaustive``, or a heuristic of `HEURISTICS`."""
     if method == "exact":
-        return run_exact(problem, time_limit=time_limit, seed=seed, exact_method=exact_method, started=started)
+        return run_exact(problem, time_limit=time_limit, seed=seed, exact_method=exact_method, started=started,
+                         solver=solver, threads=threads or 1)
     if method == "exhaustive":
         return run_exhaustive(problem, time_limit=time_limit, started=started)
     return run_heuristic(problem, method, seed=seed)
+
+
+def solve(problem: PriorityProblem, method: str, options: RunOptions = RunOptions()) -> Result:
+    """The family's public entry (`planner.core.contract.FamilyHarness.run`): ``method`` is ``exact``,
+    ``exhaustive`` or a heuristic of `HEURISTICS`; ``options`` gives the solver and threads of the exact
+    search's MILPs, the time limit (nominal seconds, `run_exact`) and the seed."""
+    return run_method(problem, method, time_limit=options.time_limit, seed=options.seed, solver=options.solver,
+                      threads=options.threads)
 
 
 def run_multi_instance(problem: PriorityProblem, instances: int, method: str = "sa", *, seed: int = 0,

@@ -49,22 +49,26 @@ be computed); the caller then runs the previous path (soft version and scale-up 
 
 from __future__ import annotations
 
+import math
 import time
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from planner.core.agreement import objective_mismatch
-from planner.core.result import Result
+from planner.core.contract import RunOptions
+from planner.core.phases import Phase, run_phases
+from planner.core.result import Result, ValidationReport
 from planner.core.work import WorkClock
 from planner.queueing import effort
-from planner.queueing.bounds import relaxation_data, swap_assignment_bound
-from planner.queueing.lagrangian import deadline_lagrangian_bound, relaxation_sequences
+from planner.queueing.bounds import AssignmentBound, relaxation_data, swap_assignment_bound
+from planner.queueing.lagrangian import LagrangianBound, deadline_lagrangian_bound, relaxation_sequences
 from planner.queueing.lagrangian_fixing import lagrangian_reduced_costs
 from planner.queueing.local_search import improve_plan, iterated_local_search
 from planner.queueing.problem import QueueAssignment, QueueingProblem
-from planner.queueing.reduced_slots import build_reduced_slots
+from planner.queueing.reduced_slots import ReducedSlotsMilp, build_reduced_slots
 from planner.queueing.validator import validate_assignment
-from planner.solver import SolveOptions, SolveStatus, solve
+from planner.solver import SolveOptions, SolverOutcome, SolveStatus, solve
 
 #: Relative gap on Σ estimated start at which a plan counts as proven optimal.
 OPTIMALITY_GAP = 1e-4
@@ -212,131 +216,230 @@ def adopt_repaired_relaxation(problem: QueueingProblem, queues: tuple[int, ...],
     return plan, report, min(lower, report.objective)
 
 
-def solve_certified(problem: QueueingProblem, starts: list[QueueAssignment], *, solver: str = "highs",
-                    time_limit: float | None = None, threads: int | None = None, seed: int = 0,
-                    verbose: bool = False, started: float | None = None,
-                    clock: WorkClock | None = None, keep: dict | None = None) -> Result[QueueAssignment] | None:
-    """Local search from ``starts`` (best first), the assignment bound, then (if needed) the reduced slots MILP.
+@dataclass(frozen=True)
+class _NoCertificate:
+    """The pipeline does not apply (no plan meeting every SLO, or no bound): `solve_certified` returns None."""
 
-    Every phase decides on ``clock`` (nominal seconds, `planner.core.work`; a new one for
-    ``time_limit`` counted from ``started`` when not given), so a time-limited run is repeatable.
-    When it returns None although the local search met every SLO (no bound could be computed), that
-    plan and its validation go to ``keep`` (``plan``, ``report``, ``plan_from``), for the caller's fallback."""
-    started = time.perf_counter() if started is None else started
-    clock = WorkClock(time_limit, started) if clock is None else clock
-    time_limit = clock.time_limit
-    stats: dict = {"formulation": "certified"}
-    plan, report, info = best_local_search(problem, starts, clock)
-    stats.update(info)
+
+@dataclass
+class _Cert:
+    """The state the certified pipeline's phases share: the incumbent (plan, its validation), the best
+    certified lower bound and its source, the message and the stats."""
+
+    problem: QueueingProblem
+    starts: list[QueueAssignment]
+    options: RunOptions
+    verbose: bool
+    started: float
+    clock: WorkClock
+    keep: dict | None
+    stats: dict = field(default_factory=lambda: {"formulation": "certified"})
+    plan: QueueAssignment | None = None
+    report: ValidationReport | None = None
+    bound: AssignmentBound | None = None
+    lower: float = -math.inf
+    bound_source: str = "swap-aware assignment relaxation (Hungarian, certified)"
+    message: str = ""
+    build_seconds: float = 0.0
+    lagrangian: LagrangianBound | None = None
+    descent_seconds: float = 0.0
+    cheap_descent: bool = False
+    cells: np.ndarray | None = None
+    cell_cap: int = 0
+    phase_seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def objective(self) -> float:
+        return self.incumbent[1].objective
+
+    @property
+    def incumbent(self) -> tuple[QueueAssignment, ValidationReport]:
+        if self.plan is None or self.report is None:
+            raise RuntimeError("the certified pipeline has no plan yet")
+        return self.plan, self.report
+
+    @property
+    def assignment(self) -> AssignmentBound:
+        if self.bound is None:
+            raise RuntimeError("the certified pipeline has no assignment bound yet")
+        return self.bound
+
+    def gap_open(self) -> bool:
+        return _gap_of_sum_start(self.problem, self.objective, self.lower) > OPTIMALITY_GAP
+
+    def adopt(self, sequences: tuple[tuple[int, ...], ...], name: str) -> None:
+        """The Lagrangian heuristic from a relaxation's ``sequences`` (`adopt_repaired_relaxation`)."""
+        plan, report = self.incumbent
+        self.plan, self.report, self.lower = adopt_repaired_relaxation(
+            self.problem, self.assignment.queues, sequences, name, plan, report, self.lower, self.stats, self.clock)
+
+
+def _local_search(s: _Cert) -> _NoCertificate | None:
+    """Step 1: the descent from the starts (`best_local_search`); no plan meeting every SLO ends the pipeline."""
+    plan, report, info = best_local_search(s.problem, s.starts, s.clock)
+    s.stats.update(info)
     if plan is None:
-        return None
+        return _NoCertificate()
+    s.plan, s.report = plan, report
+    return None
+
+
+def _assignment_bound(s: _Cert) -> _NoCertificate | None:
+    """Step 2: the swap-aware assignment bound; without one the plan goes to ``keep`` and the pipeline ends."""
     t0 = time.perf_counter()
-    bound = swap_assignment_bound(problem, clock=clock)
-    stats["bound_seconds"] = round(time.perf_counter() - t0, 4)
-    if bound is None:
-        if keep is not None:
-            keep.update(plan=plan, report=report, plan_from=stats.get("plan_from", plan.method),
-                        local_search_budget_stop=stats.get("local_search_budget_stop", False))
-        return None
-    objective = report.objective
-    lower, bound_source = min(bound.value, objective), "swap-aware assignment relaxation (Hungarian, certified)"
-    message = ""
-    build_seconds = 0.0
-    stats["assignment_bound"] = bound.value
-    lagrangian = None
-    descent_seconds = stats.pop("descent_nominal_seconds")
-    cheap_descent = time_limit is None or 2.0 * descent_seconds <= RELAXATION_DESCENT_SHARE * time_limit
-    if _gap_of_sum_start(problem, objective, lower) > OPTIMALITY_GAP and cheap_descent and \
-            clock.allows(2.0 * descent_seconds, RELAXATION_START_SHARE):
-        sequences = relaxation_sequences(len(bound.queues), np.arange(problem.num_groups),
-                                         np.array([q for q, _ in bound.assignment]), np.array([r for _, r in bound.assignment]))
-        plan, report, lower = adopt_repaired_relaxation(problem, bound.queues, sequences, "assignment relaxation",
-                                                        plan, report, lower, stats, clock)
-        objective = report.objective
-    if _gap_of_sum_start(problem, objective, lower) > OPTIMALITY_GAP:
+    s.bound = swap_assignment_bound(s.problem, clock=s.clock)
+    s.stats["bound_seconds"] = round(time.perf_counter() - t0, 4)
+    plan, _ = s.incumbent
+    if s.bound is None:
+        if s.keep is not None:
+            s.keep.update(plan=plan, report=s.report, plan_from=s.stats.get("plan_from", plan.method),
+                          local_search_budget_stop=s.stats.get("local_search_budget_stop", False))
+        return _NoCertificate()
+    s.lower = min(s.bound.value, s.objective)
+    s.stats["assignment_bound"] = s.bound.value
+    s.descent_seconds = s.stats.pop("descent_nominal_seconds")
+    time_limit = s.clock.time_limit
+    s.cheap_descent = time_limit is None or 2.0 * s.descent_seconds <= RELAXATION_DESCENT_SHARE * time_limit
+    return None
+
+
+def _assignment_heuristic_applies(s: _Cert) -> bool:
+    return s.gap_open() and s.cheap_descent and s.clock.allows(2.0 * s.descent_seconds, RELAXATION_START_SHARE)
+
+
+def _assignment_heuristic(s: _Cert) -> None:
+    """Step 3: the assignment relaxation's plan, repaired by the descent."""
+    bound = s.assignment
+    sequences = relaxation_sequences(len(bound.queues), np.arange(s.problem.num_groups),
+                                     np.array([q for q, _ in bound.assignment]), np.array([r for _, r in bound.assignment]))
+    s.adopt(sequences, "assignment relaxation")
+
+
+def _lagrangian(s: _Cert) -> None:
+    """Step 3: the deadline Lagrangian may raise the bound; its relaxation's plan is repaired the same way."""
+    t0 = time.perf_counter()
+    lagrangian = deadline_lagrangian_bound(s.problem, s.objective, rounds=LAGRANGIAN_ROUNDS, clock=s.clock,
+                                           share=LAGRANGIAN_SHARE)
+    s.stats["lagrangian_seconds"] = round(time.perf_counter() - t0, 4)
+    s.lagrangian = lagrangian
+    if lagrangian is None:
+        return
+    s.stats.update({"lagrangian_bound": lagrangian.value, "lagrangian_rounds": lagrangian.rounds})
+    if min(lagrangian.value, s.objective) > s.lower + 1e-9:
+        s.lower = min(lagrangian.value, s.objective)
+        s.bound_source = "deadline Lagrangian (split-group assignment, certified)"
+    if lagrangian.sequences and s.gap_open() and s.cheap_descent and \
+            s.clock.allows(2.0 * s.descent_seconds, ILS_SHARE):
+        s.adopt(lagrangian.sequences, "Lagrangian relaxation")
+
+
+def _fixing(s: _Cert) -> None:
+    """Step 4: reduced-cost fixing with the assignment bound's duals (and the Lagrangian's, when it is higher)."""
+    bound, lagrangian = s.assignment, s.lagrangian
+    lagrangian_fixing = None
+    keep = kept_mask(s.problem, bound, s.objective)
+    s.stats["cells_after_assignment_fixing"] = int(keep.sum())
+    s.cell_cap = reduced_cell_cap(s.clock)
+    if lagrangian is not None and lagrangian.value > bound.value + 1e-9 and lagrangian.multipliers.any() and \
+            keep.sum() <= LAGRANGIAN_FIXING_REACH * s.cell_cap:
         t0 = time.perf_counter()
-        lagrangian = deadline_lagrangian_bound(problem, objective, rounds=LAGRANGIAN_ROUNDS, clock=clock,
-                                               share=LAGRANGIAN_SHARE)
-        stats["lagrangian_seconds"] = round(time.perf_counter() - t0, 4)
-        if lagrangian is not None:
-            stats.update({"lagrangian_bound": lagrangian.value, "lagrangian_rounds": lagrangian.rounds})
-            if min(lagrangian.value, objective) > lower + 1e-9:
-                lower = min(lagrangian.value, objective)
-                bound_source = "deadline Lagrangian (split-group assignment, certified)"
-            if lagrangian.sequences and _gap_of_sum_start(problem, objective, lower) > OPTIMALITY_GAP and cheap_descent and \
-                    clock.allows(2.0 * descent_seconds, ILS_SHARE):
-                plan, report, lower = adopt_repaired_relaxation(problem, bound.queues, lagrangian.sequences,
-                                                                "Lagrangian relaxation", plan, report, lower, stats, clock)
-                objective = report.objective
-    if _gap_of_sum_start(problem, objective, lower) > OPTIMALITY_GAP:
-        lagrangian_fixing = None
-        keep = kept_mask(problem, bound, objective)
-        stats["cells_after_assignment_fixing"] = int(keep.sum())
-        cell_cap = reduced_cell_cap(clock)
-        if lagrangian is not None and lagrangian.value > bound.value + 1e-9 and lagrangian.multipliers.any() and \
-                keep.sum() <= LAGRANGIAN_FIXING_REACH * cell_cap:
-            t0 = time.perf_counter()
-            lagrangian_fixing = lagrangian_reduced_costs(relaxation_data(problem), lagrangian.multipliers,
-                                                         problem.num_groups, clock=clock)
-            stats["lagrangian_fixing_seconds"] = round(time.perf_counter() - t0, 4)
-        cells = kept_cells(problem, bound, objective, lagrangian_fixing, keep)
-        stats["cells_after_fixing"] = len(cells)
-        remaining = clock.left()
-        if len(cells) > cell_cap:
-            message = (f"reduced-cost fixing leaves {len(cells)} cells (> {cell_cap}): exact MILP skipped; "
-                       f"bound = {bound_source}")
-            t0 = time.perf_counter()
-            improved, rounds = iterated_local_search(
-                problem, plan, rounds=ILS_ROUNDS if time_limit is None else ILS_ROUNDS_TIMED, seed=seed, clock=clock,
-                share=ILS_SHARE)
-            clock.charge(effort.replay_seconds(problem.num_groups))
-            improved_report = validate_assignment(problem, improved)
-            stats.update({"ils_rounds": rounds, "ils_seconds": round(time.perf_counter() - t0, 4)})
-            if improved_report.feasible and improved_report.objective < objective - 1e-9:
-                plan, report, objective = improved, improved_report, improved_report.objective
-                stats["plan_from"] = f"iterated local search ({rounds} rounds) after {stats['plan_from']}"
-        elif remaining is not None and remaining <= 0.05:
-            message = f"no time left for the reduced slots MILP; bound = {bound_source}"
-        else:
-            t0 = time.perf_counter()
-            milp = build_reduced_slots(problem, cells)
-            warm = milp.warm_start(problem, [list(q) for q in plan.queues])
-            build_seconds = time.perf_counter() - t0
-            clock.charge(effort.milp_build_seconds(len(cells)))
-            # HiGHS stops on the wall clock: the least of the nominal and the wall-clock time left
-            left = None if remaining is None else min(clock.left(), clock.wall_left())
-            limit = None if left is None else max(left - MILP_MARGIN_SECONDS, 0.05)
-            total_start = objective + float(problem.slo().sum())
-            outcome = solve(milp.model, solver, SolveOptions(
-                time_limit=limit, threads=threads, seed=seed, verbose=verbose, warm_start=warm, mip_rel_gap=1e-9,
-                heuristic_effort=REDUCED_MILP_HEURISTIC_EFFORT,
-                mip_abs_gap=0.5 * OPTIMALITY_GAP * max(total_start, 1e-6)))
-            stats.update({"reduced_milp_status": outcome.status.value, "reduced_milp_seconds": round(outcome.seconds, 4),
-                          "reduced_milp_nodes": outcome.node_count, **{f"reduced_{k}": n for k, n in milp.model.stats().items()}})
-            mismatch = ""
-            if outcome.x is not None and outcome.status.has_solution:
-                candidate = QueueAssignment.of(problem, milp.sequences(problem, outcome.x), "milp-slots-reduced")
-                candidate_report = validate_assignment(problem, candidate)
-                # the MILP's bound is only as good as its objective: it must price its plan as the validator does
-                mismatch = objective_mismatch(outcome.objective, candidate_report.objective,
-                                              first_name="reduced slots MILP objective", second_name="the validator's")
-                if candidate_report.feasible and candidate_report.objective < objective - 1e-9:
-                    plan, report, objective = candidate, candidate_report, candidate_report.objective
-                    stats["plan_from"] = "milp-slots-reduced (warm-started from the local search)"
-            milp_bound = None
-            if mismatch:
-                message = f"{mismatch}: its bound is not used"
-            elif outcome.status == SolveStatus.INFEASIBLE:
-                milp_bound = objective  # no plan better than the incumbent uses the kept cells
-            elif outcome.bound is not None:
-                milp_bound = outcome.bound  # HiGHS's dual bound over the kept cells
-            elif outcome.status == SolveStatus.OPTIMAL and outcome.objective is not None:
-                milp_bound = outcome.objective
-            if milp_bound is not None and min(milp_bound, objective) > lower:
-                lower, bound_source = min(milp_bound, objective), "slots MILP after reduced-cost fixing (certified)"
-            if outcome.status not in (SolveStatus.OPTIMAL, SolveStatus.INFEASIBLE) and not mismatch:
-                message = f"reduced slots MILP: {outcome.message or outcome.status.value}"
-    gap = _gap_of_sum_start(problem, objective, lower)
+        lagrangian_fixing = lagrangian_reduced_costs(relaxation_data(s.problem), lagrangian.multipliers,
+                                                     s.problem.num_groups, clock=s.clock)
+        s.stats["lagrangian_fixing_seconds"] = round(time.perf_counter() - t0, 4)
+    s.cells = kept_cells(s.problem, bound, s.objective, lagrangian_fixing, keep)
+    s.stats["cells_after_fixing"] = len(s.cells)
+
+
+def _too_many_cells(s: _Cert) -> bool:
+    return s.cells is not None and len(s.cells) > s.cell_cap
+
+
+def _few_cells(s: _Cert) -> bool:
+    return s.cells is not None and len(s.cells) <= s.cell_cap
+
+
+def _iterated_local_search(s: _Cert) -> None:
+    """Step 4, too many cells left for the MILP: the time left goes to an iterated local search."""
+    s.message = (f"reduced-cost fixing leaves {len(s.cells) if s.cells is not None else 0} cells (> {s.cell_cap}): "
+                 f"exact MILP skipped; bound = {s.bound_source}")
+    t0 = time.perf_counter()
+    plan, _ = s.incumbent
+    improved, rounds = iterated_local_search(
+        s.problem, plan, rounds=ILS_ROUNDS if s.clock.time_limit is None else ILS_ROUNDS_TIMED, seed=s.options.seed,
+        clock=s.clock, share=ILS_SHARE)
+    s.clock.charge(effort.replay_seconds(s.problem.num_groups))
+    improved_report = validate_assignment(s.problem, improved)
+    s.stats.update({"ils_rounds": rounds, "ils_seconds": round(time.perf_counter() - t0, 4)})
+    if improved_report.feasible and improved_report.objective < s.objective - 1e-9:
+        s.plan, s.report = improved, improved_report
+        s.stats["plan_from"] = f"iterated local search ({rounds} rounds) after {s.stats['plan_from']}"
+
+
+def _reduced_milp(s: _Cert) -> None:
+    """Step 4, few cells left: the exact slots MILP over them, warm-started from the plan; its dual bound,
+    capped at the plan's penalty, is a global bound (its objective must be the validator's)."""
+    remaining = s.clock.left()
+    if remaining is not None and remaining <= 0.05:
+        s.message = f"no time left for the reduced slots MILP; bound = {s.bound_source}"
+        return
+    assert s.cells is not None  # `_few_cells`
+    problem, clock = s.problem, s.clock
+    plan, _ = s.incumbent
+    t0 = time.perf_counter()
+    milp = build_reduced_slots(problem, s.cells)
+    warm = milp.warm_start(problem, [list(q) for q in plan.queues])
+    s.build_seconds = time.perf_counter() - t0
+    clock.charge(effort.milp_build_seconds(len(s.cells)))
+    # HiGHS stops on the wall clock: the least of the nominal and the wall-clock time left
+    nominal_left, wall_left = clock.left(), clock.wall_left()
+    left = None if nominal_left is None or wall_left is None else min(nominal_left, wall_left)
+    limit = None if left is None else max(left - MILP_MARGIN_SECONDS, 0.05)
+    total_start = s.objective + float(problem.slo().sum())
+    outcome = solve(milp.model, s.options.solver, SolveOptions(
+        time_limit=limit, threads=s.options.threads, seed=s.options.seed, verbose=s.verbose, warm_start=warm,
+        mip_rel_gap=1e-9, heuristic_effort=REDUCED_MILP_HEURISTIC_EFFORT,
+        mip_abs_gap=0.5 * OPTIMALITY_GAP * max(total_start, 1e-6)))
+    s.stats.update({"reduced_milp_status": outcome.status.value, "reduced_milp_seconds": round(outcome.seconds, 4),
+                    "reduced_milp_nodes": outcome.node_count, **{f"reduced_{k}": n for k, n in milp.model.stats().items()}})
+    _read_reduced_outcome(s, milp, outcome)
+
+
+def _read_reduced_outcome(s: _Cert, milp: ReducedSlotsMilp, outcome: SolverOutcome) -> None:
+    """The reduced MILP's plan replaces a worse incumbent; its bound (dual bound, or the incumbent's
+    penalty when no better plan uses the kept cells) raises the certified bound unless its objective
+    is not the validator's."""
+    problem = s.problem
+    mismatch = ""
+    if outcome.x is not None and outcome.status.has_solution:
+        candidate = QueueAssignment.of(problem, milp.sequences(problem, outcome.x), "milp-slots-reduced")
+        candidate_report = validate_assignment(problem, candidate)
+        # the MILP's bound is only as good as its objective: it must price its plan as the validator does
+        mismatch = objective_mismatch(outcome.objective, candidate_report.objective,
+                                      first_name="reduced slots MILP objective", second_name="the validator's")
+        if candidate_report.feasible and candidate_report.objective < s.objective - 1e-9:
+            s.plan, s.report = candidate, candidate_report
+            s.stats["plan_from"] = "milp-slots-reduced (warm-started from the local search)"
+    milp_bound = None
+    if mismatch:
+        s.message = f"{mismatch}: its bound is not used"
+    elif outcome.status == SolveStatus.INFEASIBLE:
+        milp_bound = s.objective  # no plan better than the incumbent uses the kept cells
+    elif outcome.bound is not None:
+        milp_bound = outcome.bound  # HiGHS's dual bound over the kept cells
+    elif outcome.status == SolveStatus.OPTIMAL and outcome.objective is not None:
+        milp_bound = outcome.objective
+    if milp_bound is not None and min(milp_bound, s.objective) > s.lower:
+        s.lower, s.bound_source = min(milp_bound, s.objective), "slots MILP after reduced-cost fixing (certified)"
+    if outcome.status not in (SolveStatus.OPTIMAL, SolveStatus.INFEASIBLE) and not mismatch:
+        s.message = f"reduced slots MILP: {outcome.message or outcome.status.value}"
+
+
+def _certificate(s: _Cert) -> Result[QueueAssignment]:
+    """Step 5: the plan, the best certified bound and its source; optimal when the gap on Σ start is closed."""
+    plan, report = s.incumbent
+    clock, stats = s.clock, s.stats
+    message = s.message
+    gap = _gap_of_sum_start(s.problem, s.objective, s.lower)
     stats["gap_of_sum_start"] = gap
     stats.update({"work_spent": round(clock.spent, 4), "wall_cut": clock.wall_cut})
     if stats.get("local_search_budget_stop"):
@@ -349,8 +452,44 @@ def solve_certified(problem: QueueingProblem, starts: list[QueueAssignment], *, 
     status = SolveStatus.OPTIMAL if gap <= OPTIMALITY_GAP else SolveStatus.FEASIBLE
     if status == SolveStatus.FEASIBLE:
         message = (message + "; " if message else "") + f"gap on Σ start {100 * gap:.3f} % (not proven optimal)"
-    stats["bound_source"] = bound_source
+    stats["bound_source"] = s.bound_source
     stats["plan_method"] = plan.method
     stats.update({k: report.details[k] for k in ("swaps", "late_groups", "busy_s") if k in report.details})
-    return Result("queueing", "milp", solver, status, objective, lower, time.perf_counter() - started, plan,
-                  build_seconds, message, report, bound_source, stats)
+    stats["certified_phases"] = {name: round(seconds, 6) for name, seconds in s.phase_seconds.items()}
+    return Result(family="queueing", method="milp", solver=s.options.solver, status=status, objective=s.objective, bound=s.lower,
+                  solve_seconds=time.perf_counter() - s.started, solution=plan, build_seconds=s.build_seconds, message=message,
+                  validation=report, bound_source=s.bound_source, stats=stats)
+
+
+#: The certified pipeline, in order (`planner.core.phases`); the result's ``stats["certified_phases"]``
+#: holds their wall seconds (the last one's not yet counted).
+PHASES: tuple[Phase[_Cert, Result[QueueAssignment] | _NoCertificate], ...] = (
+    Phase("local_search", _local_search),
+    Phase("assignment_bound", _assignment_bound),
+    Phase("assignment_heuristic", _assignment_heuristic, when=_assignment_heuristic_applies),
+    Phase("lagrangian", _lagrangian, when=_Cert.gap_open),
+    Phase("fixing", _fixing, when=_Cert.gap_open),
+    Phase("iterated_local_search", _iterated_local_search, when=_too_many_cells),
+    Phase("reduced_milp", _reduced_milp, when=_few_cells),
+    Phase("certificate", _certificate),
+)
+
+
+def solve_certified(problem: QueueingProblem, starts: list[QueueAssignment], *, solver: str = "highs",
+                    time_limit: float | None = None, threads: int | None = None, seed: int = 0,
+                    verbose: bool = False, started: float | None = None,
+                    clock: WorkClock | None = None, keep: dict | None = None) -> Result[QueueAssignment] | None:
+    """Local search from ``starts`` (best first), the assignment bound, then (if needed) the reduced slots MILP:
+    the phases of `PHASES`.
+
+    Every phase decides on ``clock`` (nominal seconds, `planner.core.work`; a new one for
+    ``time_limit`` counted from ``started`` when not given), so a time-limited run is repeatable.
+    When it returns None although the local search met every SLO (no bound could be computed), that
+    plan and its validation go to ``keep`` (``plan``, ``report``, ``plan_from``), for the caller's fallback."""
+    started = time.perf_counter() if started is None else started
+    clock = WorkClock(time_limit, started) if clock is None else clock
+    state = _Cert(problem=problem, starts=starts, options=RunOptions(solver=solver, time_limit=clock.time_limit,
+                                                                     threads=threads, seed=seed),
+                  verbose=verbose, started=started, clock=clock, keep=keep)
+    out = run_phases(PHASES, state)
+    return None if isinstance(out, _NoCertificate) else out

@@ -1,9 +1,9 @@
 """Nominal seconds of the certified queueing pipeline's steps (deterministic effort, `planner.core.work`).
 
-Every phase of `planner.queueing.certified` that used to stop on the wall clock (further local-search
+Every phase of `planner.queueing.certified` that stops "when the time is up" (further local-search
 starts, the Lagrangian heuristic, the deadline Lagrangian's rounds, the iterated local search, the
 reduced-cell cap), and the scale-up's witness search (`planner.queueing.capacity.witness_fleet`),
-now decides on a `WorkClock` charged with these estimates, computed from work counts only:
+decides on a `WorkClock` charged with these estimates, computed from work counts only:
 
 * a descent (`planner.queueing.compiled.local_search`): its counts of move evaluations × `EVALUATION`,
   positions rescanned for lateness × `SCAN`, positions of the queue profiles built × `PROFILE`,

@@ -1,4 +1,4 @@
-"""QLM's request-waiting-time (RWT) estimator (FORMULATIONS.md §4.1, Eqs. 1–5 and 14–22).
+"""QLM's request-waiting-time (RWT) estimator (docs/formulations.md §4.1, Eqs. 1–5 and 14–22).
 
 Throughput Θ per (model, GPU type, TP) comes from the foundation's Aladdin cost model
 (`planner.costmodels.files.find_cost_model("aladdin", model, gpu, tp)`) and the catalog's

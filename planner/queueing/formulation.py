@@ -1,4 +1,4 @@
-"""The global scheduler MILP of QLM, corrected (FORMULATIONS.md §4.3), in two formulations.
+"""The global scheduler MILP of QLM, corrected (docs/formulations.md §4.3), in two formulations.
 
 **slots** (exact; the paper's shape with the corrections of §4.3 [R]):
 
@@ -83,14 +83,20 @@ class QueueMilp:
 # ---- shared data ------------------------------------------------------------------------------
 
 def queue_constants(problem: QueueingProblem) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(W, C, allowed, slo, big-M per queue) with W/C = BLOCKED where a model does not fit."""
+    """(W, C, allowed, slo, big-M per queue) with W/C = BLOCKED where a model does not fit.
+
+    The big-M of queue g bounds ``start + C − slo`` over every group and position:
+    ``busy_g + Σ_i W[g,i] + S_g·(N+1) + max_i C[g,i] + max(0, max_i slo_i) + max(0, −min_i slo_i) + 1``; the
+    ``−min slo`` term covers a group whose deadline has already passed (negative slack, e.g. a re-solve at
+    time ``now`` in `planner.queueing.trigger`), whose late flag must still be able to relax its row."""
     work = problem.queue_work()
     tail = problem.queue_tail()
     allowed = np.isfinite(work) & np.isfinite(tail)
     work = np.where(allowed, work, 0.0)
     completion = np.where(allowed, work + tail, 0.0) if problem.deadline == "completion" else np.zeros_like(work)
     swap = problem.queue_swap()
-    big_m = problem.queue_busy() + work.sum(axis=1) + swap * (problem.num_groups + 1) + completion.max(axis=1, initial=0.0) + problem.slo().max(initial=0.0) + 1.0
+    big_m = (problem.queue_busy() + work.sum(axis=1) + swap * (problem.num_groups + 1) + completion.max(axis=1, initial=0.0) + problem.slo().max(initial=0.0)
+             + max(0.0, -problem.slo().min(initial=0.0)) + 1.0)
     return work, completion, allowed, problem.slo(), big_m
 
 

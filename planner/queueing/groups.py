@@ -1,4 +1,4 @@
-"""Request groups (FORMULATIONS.md §4.2).
+"""Request groups (docs/formulations.md §4.2).
 
 QLM's Alg. 1 clusters requests by model, SLO and token distribution, then halves any group
 larger than ``δ × average batch size`` (δ = 4).  Here the clustering is deterministic: the key

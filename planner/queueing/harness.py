@@ -1,22 +1,18 @@
-"""Queueing (QLM) in the family-independent compare harness (`planner.harness`)."""
+"""Queueing (QLM) in the family-independent compare harness (`planner.harness`).
+
+Plans are `QueueAssignment` mappings (`QueueAssignment.from_dict`), validated on the objective and
+deadline mode they name (`planner.queueing.validator.validate_plan`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from planner.core.result import Result
-from planner.harness import FamilyHarness, RunOptions
+from planner.core.contract import FamilyHarness
 from planner.queueing.heuristics import HEURISTICS
 from planner.queueing.instance import load_queueing_instance
-from planner.queueing.problem import QueueingProblem
-from planner.queueing.solve import run_heuristic, solve_queueing
-
-
-def _run(problem: QueueingProblem, method: str, options: RunOptions) -> Result:
-    if method == "milp":
-        return solve_queueing(problem, solver=options.solver, time_limit=options.time_limit,
-                              threads=options.threads, seed=options.seed)
-    return run_heuristic(problem, method)
+from planner.queueing.problem import QueueAssignment, QueueingProblem
+from planner.queueing.solve import solve
+from planner.queueing.validator import validate_plan
 
 
 def _load(path: Path) -> QueueingProblem:
@@ -31,5 +27,7 @@ HARNESS = FamilyHarness(
     load=_load,
     heuristics=tuple(HEURISTICS),
     exact_method="milp",
-    run=_run,
+    run=solve,
+    plan_from_dict=QueueAssignment.from_dict,
+    validate=validate_plan,
 )

@@ -1,4 +1,4 @@
-"""Baselines (FORMULATIONS.md §4.4): FCFS (vLLM's default), EDF, and a grouping-aware greedy.
+"""Baselines (docs/formulations.md §4.4): FCFS (vLLM's default), EDF, and a grouping-aware greedy.
 
 All three are list schedulers returning a `QueueAssignment`, like the MILP:
 

@@ -40,10 +40,18 @@ from pathlib import Path
 from typing import Annotated
 
 import numpy as np
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
 
 from planner.catalog import canonical_gpu_name, canonical_model_name, gpu_alias_problem, model_names
-from planner.core.io import MAX_REQUEST_TOKENS, NotBool, check_family, check_unique, read_yaml_mapping, validate_model
+from planner.core.io import (
+    MAX_REQUEST_TOKENS,
+    NotBool,
+    StrictSpec,
+    check_family,
+    check_unique,
+    read_yaml_mapping,
+    validate_model,
+)
 from planner.errors import InputError, PlannerError
 from planner.queueing.estimator import EstimatorSettings, group_tail_s, group_work_s, instance_fits, rates_for
 from planner.queueing.groups import QueuedRequest, form_groups
@@ -59,7 +67,7 @@ MAX_HORIZON_S = 1e12
 MAX_INSTANCES = 4096
 #: Most request groups (given, or formed from ``requests``), and most (instance, group) cells
 #: (instances counted with their scale-up candidates): the baselines, validations and descents grow with
-#: both, and past these sizes a 5 s solve no longer ends near its time limit (measured: 10,000 groups ×
+#: both, and past these sizes a 5 s solve does not end near its time limit (measured: 10,000 groups ×
 #: 400 queues 2.4 s, 4,000 × 1,024 2.3 s; 10,000 × 4,096 took 19 s and 2 GB).
 MAX_GROUPS = 10_000
 MAX_CELLS = 1 << 22
@@ -88,11 +96,7 @@ def _shown(value: object) -> str:
 Name = Annotated[str, BeforeValidator(_text)]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
-
-
-class EstimatorSpec(_Strict):
+class EstimatorSpec(StrictSpec):
     epsilon: Annotated[float, NotBool, Field(ge=1.0)] = 1.1
     quantile: Annotated[float, NotBool, Field(gt=0.0, lt=1.0)] | None = None
     conservative_below: NonNegInt = 0
@@ -101,7 +105,7 @@ class EstimatorSpec(_Strict):
     memory_utilization: Annotated[float, NotBool, Field(gt=0.0, le=1.0)] = 0.9
 
 
-class InstanceTypeSpec(_Strict):
+class InstanceTypeSpec(StrictSpec):
     name: Name = Field(min_length=1)
     gpu: str
     tensor_parallel: PosInt = 1
@@ -112,7 +116,7 @@ class InstanceTypeSpec(_Strict):
     loaded_models: list[str | None] = []
 
 
-class GroupSpec(_Strict):
+class GroupSpec(StrictSpec):
     name: Name = Field(min_length=1)
     model: str
     slo_class: str
@@ -132,7 +136,7 @@ class GroupSpec(_Strict):
         return value
 
 
-class RequestSpec(_Strict):
+class RequestSpec(StrictSpec):
     model: str
     slo_class: str
     input_tokens: RequestTokens
@@ -149,7 +153,7 @@ class RequestSpec(_Strict):
         return value
 
 
-class QueueingSpec(_Strict):
+class QueueingSpec(StrictSpec):
     family: str = "queueing"
     name: Name = ""
     description: str = ""

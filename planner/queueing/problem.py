@@ -1,4 +1,4 @@
-"""Frozen, validated data of one queue-ordering problem (QLM, FORMULATIONS.md §4).
+"""Frozen, validated data of one queue-ordering problem (QLM, docs/formulations.md §4).
 
 A `QueueingProblem` is what every method (MILP, baselines, validator, evaluator) reads:
 
@@ -16,15 +16,19 @@ Times are seconds relative to "now" (the moment the scheduler runs).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
 import numpy as np
 
+from planner.core import plan_fields as pf
+from planner.core.io import shown
 from planner.errors import PlannerError
 
 OBJECTIVES = ("penalty", "total_lateness", "max_lateness", "late_groups")
 HARD_OBJECTIVES = ("penalty",)
+#: The ``kind`` a queueing plan's mapping carries (`QueueAssignment.to_dict`).
+PLAN_KIND = "queue_plan"
 DeadlineMode = Literal["start", "completion"]
 
 
@@ -162,28 +166,79 @@ class QueueingProblem:
 
 @dataclass(frozen=True)
 class QueueAssignment:
-    """The plan every method returns: the ordered groups (by index) of every virtual queue."""
+    """The plan every method returns: the ordered groups (by index) of every virtual queue.
+
+    ``objective`` and ``deadline`` are what the plan is scored on
+    (`planner.queueing.validator.validate_plan`): the problem's when the plan was made for it (`of`), the soft objective for the soft plan of an
+    instance whose SLOs cannot all be met, ``scale_up`` for a plan that opens scale-up candidate
+    instances; empty: the problem's."""
 
     queues: tuple[tuple[int, ...], ...]
     method: str
     queue_names: tuple[str, ...] = ()
     group_names: tuple[str, ...] = ()
+    objective: str = ""
+    deadline: str = ""
 
     @staticmethod
     def of(problem: QueueingProblem, sequences: list[list[int]], method: str) -> "QueueAssignment":
         return QueueAssignment(
             tuple(tuple(int(i) for i in seq) for seq in sequences), method,
             tuple(q.name for q in problem.queues), tuple(g.name for g in problem.groups),
+            problem.objective, problem.deadline,
         )
 
     def to_dict(self) -> dict:
         names = self.group_names
-        return {
-            "method": self.method,
-            "queues": {
-                (self.queue_names[q] if q < len(self.queue_names) else str(q)): [
-                    names[i] if i < len(names) else i for i in seq
-                ]
-                for q, seq in enumerate(self.queues)
-            },
+        out: dict = {"kind": PLAN_KIND, "method": self.method}
+        if self.objective:
+            out["objective"] = self.objective
+        if self.deadline:
+            out["deadline"] = self.deadline
+        out["queues"] = {
+            (self.queue_names[q] if q < len(self.queue_names) else str(q)): [
+                names[i] if i < len(names) else i for i in seq
+            ]
+            for q, seq in enumerate(self.queues)
         }
+        return out
+
+    @classmethod
+    def from_dict(cls, problem: QueueingProblem, data: Any) -> "QueueAssignment":
+        """The plan in ``data`` (the mapping `to_dict` writes, or one written by hand)::
+
+            {"kind": "queue_plan", "method": "current", "objective": "penalty", "deadline": "start",
+             "queues": {"a100x4-1": ["chat", "batch"], "a100x4-2": ["summaries"]}}
+
+        ``queues`` maps an instance's queue name (``<instance type>-<k>``, k = 1..count; a scale-up
+        candidate is ``<instance type>+<k>``) to the names of its groups in serving order; a queue left out
+        is empty.  ``kind``, ``method``, ``objective`` (one of the instance objectives, or ``scale_up``:
+        candidates may then be opened) and ``deadline`` (start | completion) are optional (default: the
+        instance's).  A group listed twice or never is read as written: the validator reports it.
+        Anything else unreadable is one `InputError` line naming the field (`planner.core.plan_fields`)."""
+        data = pf.mapping(data, "", allowed=("kind", "method", "objective", "deadline", "queues"),
+                          required=("queues",))
+        pf.kind(data, (PLAN_KIND,), PLAN_KIND)
+        method = pf.name(data.get("method", "plan"), "method")
+        objective = data.get("objective", problem.objective)
+        if objective not in (*OBJECTIVES, "scale_up"):
+            pf.refuse("objective", f"expected one of: {', '.join(OBJECTIVES)}, scale_up; got {shown(objective)}")
+        deadline = data.get("deadline", problem.deadline)
+        if deadline not in ("start", "completion"):
+            pf.refuse("deadline", f"expected start or completion, got {shown(deadline)}")
+        target = problem.with_candidates() if objective == "scale_up" else problem
+        queue_index = {q.name: k for k, q in enumerate(target.queues)}
+        group_index = {g.name: i for i, g in enumerate(problem.groups)}
+        sequences: list[list[int]] = [[] for _ in target.queues]
+        for name, listed in pf.mapping(data["queues"], "queues").items():
+            field = pf.join("queues", name if len(name) <= 60 else name[:60] + "…")
+            if name not in queue_index:
+                if any(q.optional and q.name == name for q in problem.with_candidates().queues):
+                    pf.refuse(field, "a scale-up candidate instance: only a plan with objective scale_up may use it")
+                shown_names = ", ".join(repr(q.name) for q in target.queues[:8])
+                more = f" and {len(target.queues) - 8} more" if len(target.queues) > 8 else ""
+                pf.refuse(field, f"unknown queue (the instance's queues: {shown_names}{more})")
+            sequences[queue_index[name]] = [pf.lookup(item, group_index, pf.join(field, k), "group")
+                                            for k, item in enumerate(pf.items(listed, field))]
+        plan = cls.of(target, sequences, method)
+        return replace(plan, objective=objective, deadline=deadline)

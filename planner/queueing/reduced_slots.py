@@ -99,7 +99,7 @@ class ReducedSlotsMilp:
 
 
 def define_assignment(mb: ModelBuilder, problem: QueueingProblem, cells: np.ndarray, cost: np.ndarray) -> VarBlock:
-    """``group_once``: every group in exactly one kept cell."""
+    """Eq. 6, ``group_once``: every group in exactly one kept cell."""
     x = mb.add_variables("x", len(cells), lower=0.0, upper=1.0, integer=True, cost=cost)
     mb.add_constraints("group_once", problem.num_groups, cells[:, 1], x.columns, np.ones(len(cells)), lower=1.0, upper=1.0,
                        label=lambda r: f"group_once[group={problem.groups[r].name}]")
@@ -108,7 +108,7 @@ def define_assignment(mb: ModelBuilder, problem: QueueingProblem, cells: np.ndar
 
 def define_occupancy(mb: ModelBuilder, x: VarBlock, cell_slot: np.ndarray, slots: list[tuple[int, int]],
                      slot_index: dict[tuple[int, int], int]) -> VarBlock:
-    """``occ[g,r] = Σ_i x[g,i,r] ≤ 1`` and the padding order ``occ[g,r] ≥ occ[g,r+1]``."""
+    """Eq. 6 with padding: ``occ[g,r] = Σ_i x[g,i,r] ≤ 1`` and the padding order ``occ[g,r] ≥ occ[g,r+1]``."""
     n = len(slots)
     occ = mb.add_variables("occ", n, lower=0.0, upper=1.0)
     mb.add_constraints("slot_occupancy", n, np.concatenate([np.arange(n), cell_slot]),
@@ -126,7 +126,7 @@ def define_occupancy(mb: ModelBuilder, x: VarBlock, cell_slot: np.ndarray, slots
 def define_model_switch(mb: ModelBuilder, problem: QueueingProblem, v: dict[str, VarBlock], cells: np.ndarray,
                         cell_slot: np.ndarray, slots: list[tuple[int, int]], slot_index: dict[tuple[int, int], int],
                         model_of: np.ndarray) -> VarBlock:
-    """``t[g,r] ≥ u[g,r,μ] − u[g,r+1,μ] − [μ = loaded_g]·(1 − occ[g,r+1])`` for every model μ kept at (g,r)."""
+    """Corrected Eqs. 7/9: ``t[g,r] ≥ u[g,r,μ] − u[g,r+1,μ] − [μ = loaded_g]·(1 − occ[g,r+1])`` for every model μ kept at (g,r)."""
     models = problem.models
     swap = problem.queue_swap()
     t = mb.add_variables("t", len(slots), lower=0.0, upper=1.0,
@@ -154,7 +154,7 @@ def define_model_switch(mb: ModelBuilder, problem: QueueingProblem, v: dict[str,
 def define_cumulative_wait(mb: ModelBuilder, problem: QueueingProblem, v: dict[str, VarBlock], cells: np.ndarray,
                            cell_slot: np.ndarray, slots: list[tuple[int, int]], slot_index: dict[tuple[int, int], int],
                            work: np.ndarray) -> VarBlock:
-    """``wt[g,r] = wt[g,r+1] + Σ_i W[g,i]·x[g,i,r+1] + S_g·t[g,r] + busy_g·(occ[g,r] − occ[g,r+1])``."""
+    """Corrected Eq. 10: ``wt[g,r] = wt[g,r+1] + Σ_i W[g,i]·x[g,i,r+1] + S_g·t[g,r] + busy_g·(occ[g,r] − occ[g,r+1])``."""
     swap, busy = problem.queue_swap(), problem.queue_busy()
     n = len(slots)
     wt = mb.add_variables("wt", n, lower=0.0)
@@ -178,7 +178,7 @@ def define_cumulative_wait(mb: ModelBuilder, problem: QueueingProblem, v: dict[s
 
 def define_deadlines(mb: ModelBuilder, v: dict[str, VarBlock], cells: np.ndarray, cell_slot: np.ndarray,
                      num_slots: int, completion: np.ndarray, slo: np.ndarray) -> None:
-    """``wt[g,r] + Σ_i (C[g,i] − slo_i)·x[g,i,r] ≤ 0`` (empty slots have wt = 0)."""
+    """Eqs. 11–12: ``wt[g,r] + Σ_i (C[g,i] − slo_i)·x[g,i,r] ≤ 0`` (empty slots have wt = 0)."""
     mb.add_constraints("deadline", num_slots, np.concatenate([np.arange(num_slots), cell_slot]),
                        np.concatenate([v["wt"].columns, v["x"].columns]),
                        np.concatenate([np.ones(num_slots), completion[cells[:, 0], cells[:, 1]] - slo[cells[:, 1]]]), upper=0.0)

@@ -1,6 +1,9 @@
 """Solving a queueing problem: baselines, the MILP, the soft version and the scale-up MILP.
 
-`solve_queueing` runs the baselines first.  For the penalty objective (hard SLOs) the default
+`solve(problem, method, options)` is the family's entry (`planner.core.contract.FamilyHarness.run`).
+`solve_queueing` runs the named phases of `PHASES` (`planner.core.phases`) over one state (`_Run`):
+``check``, ``baselines``, ``certified``, ``milp``, then ``infeasible`` / ``fallback`` / ``validate``
+for the MILP's outcome.  It runs the baselines first.  For the penalty objective (hard SLOs) the default
 formulation ``auto`` (or ``certified``) runs the certified pipeline of `planner.queueing.certified`:
 local search from the baselines, the swap-aware assignment bound (Hungarian with duals), and — when
 the gap on Σ start is above 0.01 % and reduced-cost fixing leaves few enough cells — the exact slots
@@ -28,24 +31,27 @@ no plan meets every SLO because some group is late even first on every instance
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from planner.core.agreement import objective_mismatch, reconcile_status
-from planner.core.result import Result
+from planner.core.contract import RunOptions
+from planner.core.phases import Phase, run_phases
+from planner.core.result import Result, ValidationReport
 from planner.core.work import WorkClock
 from planner.errors import InfeasibleError, PlannerError
 from planner.queueing import effort
 from planner.queueing.bounds import fallback_lower_bound
-from planner.queueing.capacity import capacity_lower_bound, describe_bound, is_at_bound, witness_fleet
+from planner.queueing.capacity import CapacityBound, capacity_lower_bound, describe_bound, is_at_bound, witness_fleet
 from planner.queueing.certified import solve_certified
 from planner.queueing.formulation import QueueMilp, build_model, warm_start_vector
 from planner.queueing.heuristics import HEURISTICS
 from planner.queueing.problem import HARD_OBJECTIVES, OBJECTIVES, QueueAssignment, QueueingProblem
 from planner.queueing.validator import TOLERANCE as VALIDATOR_TOLERANCE
 from planner.queueing.validator import validate_assignment
-from planner.solver import SolveOptions, SolveStatus, check_solver_name, diagnose_infeasibility, solve
+from planner.solver import SolveOptions, SolveStatus, check_solver_name, diagnose_infeasibility
+from planner.solver import solve as solve_model
 
 FAMILY = "queueing"
 #: Above this many slot binaries (queues × groups²) `auto` uses the model-block formulation.
@@ -100,7 +106,7 @@ def run_heuristic(problem: QueueingProblem, method: str) -> Result[QueueAssignme
     report = validate_assignment(problem, plan)
     status = SolveStatus.FEASIBLE if report.feasible else SolveStatus.INFEASIBLE
     message = "" if report.feasible else f"violates hard SLOs: {report.summary()}"
-    return Result(FAMILY, method, "heuristic", status, report.objective, None, seconds, plan,
+    return Result(family=FAMILY, method=method, solver="heuristic", status=status, objective=report.objective, bound=None, solve_seconds=seconds, solution=plan,
                   message=message, validation=report, stats=_plan_stats(report),
                   objective_offset=objective_offset(problem))
 
@@ -119,7 +125,7 @@ class MilpRun:
     seconds: float
     build_seconds: float
     message: str
-    milp: QueueMilp
+    milp: QueueMilp | None  # None: the model was not built (`milp_out_of_time`)
     stats: dict
 
 
@@ -145,7 +151,7 @@ def solve_milp(problem: QueueingProblem, purpose: str, formulation: str, *, solv
     status ``no_solution``, no plan, ``milp`` None, the reason as the message."""
     skipped = milp_out_of_time(problem, formulation, time_limit)
     if skipped:
-        return MilpRun(SolveStatus.NO_SOLUTION, None, None, None, 0.0, 0.0, skipped, None,  # type: ignore[arg-type]
+        return MilpRun(SolveStatus.NO_SOLUTION, None, None, None, 0.0, 0.0, skipped, None,
                        {"formulation": formulation, "milp_skipped": skipped})
     b0 = time.perf_counter()
     milp = build_model(problem, purpose, formulation)
@@ -154,8 +160,8 @@ def solve_milp(problem: QueueingProblem, purpose: str, formulation: str, *, solv
         start = warm_start_vector(problem, milp, [list(q) for q in warm_plan.queues])
     build_seconds = time.perf_counter() - b0
     limit = None if time_limit is None else max(time_limit - build_seconds, 0.01)  # the limit covers the build
-    outcome = solve(milp.model, solver, SolveOptions(time_limit=limit, threads=threads, seed=seed, verbose=verbose,
-                                                     warm_start=start))
+    outcome = solve_model(milp.model, solver, SolveOptions(time_limit=limit, threads=threads, seed=seed, verbose=verbose,
+                                                           warm_start=start))
     plan = None
     if outcome.x is not None and outcome.status.has_solution:
         plan = QueueAssignment.of(problem, milp.sequences(problem, outcome.x), f"milp-{formulation}")
@@ -203,22 +209,36 @@ def scale_up(problem: QueueingProblem, formulation: str = "auto", *, solver: str
     if bound is not None and bound.cost is None:
         return {"status": "infeasible", "extra_instances": {}, "formulation": "capacity bound", **info,
                 "message": "even with every candidate instance the SLOs cannot all be met (capacity bound)"}
-    # nominal seconds (repeatable); its wall-clock guard keeps it within its share of the budget
-    witness_clock = _witness_clock(time_limit, witness_seconds, deadline)
-    witness = witness_fleet(problem, min_cost=0.0 if bound is None else bound.cost, clock=witness_clock)
-    if witness_clock is not None and witness_clock.wall_cut:
-        info["wall_cut"] = True
-    witness_plan = None
-    if witness is not None:
-        by_name = dict(zip(witness.plan.queue_names, witness.plan.queues))
-        witness_plan = QueueAssignment.of(candidates, [list(by_name.get(q.name, ())) for q in candidates.queues],
-                                          "witness (baseline + local search)")
-        if is_at_bound(witness.cost, bound):
-            return _scale_up_answer(candidates, witness_plan, "optimal", "capacity bound + witness", info,
-                                    "proven minimal: the witness fleet costs the capacity bound")
+    witness_plan = _witness_plan(problem, candidates, bound, _witness_clock(time_limit, witness_seconds, deadline), info)
+    if witness_plan is not None and is_at_bound(witness_plan[0], bound):
+        return _scale_up_answer(candidates, witness_plan[1], "optimal", "capacity bound + witness", info,
+                                "proven minimal: the witness fleet costs the capacity bound")
     chosen = choose_formulation(candidates, formulation)
     run = solve_milp(candidates, "scale_up", chosen, solver=solver, time_limit=_seconds_left(deadline), threads=threads,
                      seed=seed)
+    return _scale_up_choice(candidates, chosen, run, None if witness_plan is None else witness_plan[1], bound, info,
+                            deadline)
+
+
+def _witness_plan(problem: QueueingProblem, candidates: QueueingProblem, bound: CapacityBound | None,
+                  clock: WorkClock | None, info: dict) -> tuple[float, QueueAssignment] | None:
+    """The witness search (`planner.queueing.capacity.witness_fleet`) on ``clock``: its cost and its plan
+    as a plan of ``candidates``; None when it finds no fleet."""
+    witness = witness_fleet(problem, min_cost=0.0 if bound is None or bound.cost is None else bound.cost, clock=clock)
+    if clock is not None and clock.wall_cut:
+        info["wall_cut"] = True
+    if witness is None:
+        return None
+    by_name = dict(zip(witness.plan.queue_names, witness.plan.queues))
+    plan = QueueAssignment.of(candidates, [list(by_name.get(q.name, ())) for q in candidates.queues],
+                              "witness (baseline + local search)")
+    return witness.cost, plan
+
+
+def _scale_up_choice(candidates: QueueingProblem, chosen: str, run: MilpRun, witness_plan: QueueAssignment | None,
+                     bound: CapacityBound | None, info: dict, deadline: float | None) -> dict:
+    """The cheaper valid plan of the scale-up MILP's and the witness's; optimal when the exact slots MILP
+    proves it or its cost meets the capacity bound; the reason when neither has a plan."""
     milp_plan = run.plan if run.plan is not None and validate_assignment(candidates, run.plan, "scale_up").feasible else None
     plans = [p for p in (milp_plan, witness_plan) if p is not None]
     if not plans:
@@ -259,7 +279,8 @@ def _scale_up_answer(candidates: QueueingProblem, plan: QueueAssignment, status:
             name = candidates.types[q.type_index].name
             extra[name] = extra.get(name, 0) + 1
     return {"status": status, "extra_instances": extra, "cost": report.objective, "valid": report.feasible,
-            "formulation": source, "plan": plan.to_dict(), "message": message, **info}
+            "formulation": source, "plan": replace(plan, objective="scale_up").to_dict(),  # scored on its cost
+            "message": message, **info}
 
 
 def objective_offset(problem: QueueingProblem) -> float:
@@ -269,115 +290,210 @@ def objective_offset(problem: QueueingProblem) -> float:
     return -float(problem.slo().sum()) if problem.objective == "penalty" else 0.0
 
 
-def solve_queueing(problem: QueueingProblem, *, solver: str = "highs", formulation: str = "auto",
-                   time_limit: float | None = None, threads: int | None = None, seed: int = 0,
-                   soft_objective: str = "total_lateness", recommend_scale_up: bool = True,
-                   verbose: bool = False, started: float | None = None) -> Result[QueueAssignment]:
-    """The MILP on the problem's objective, with the soft version and scale-up when SLOs cannot be met.
+@dataclass(frozen=True)
+class QueueingKnobs:
+    """What only queueing's MILP pipeline (`solve_queueing`) takes besides `RunOptions`.
 
-    The result's ``gap`` excludes the objective's constant (`objective_offset`).  ``started``: the
-    `time.perf_counter` time the caller's call began, when it read the instance first (the CLI): the
-    time limit counts from it and the reading is charged its nominal cost (`effort.load_seconds`)."""
-    result = _solve_queueing(problem, solver=solver, formulation=formulation, time_limit=time_limit, threads=threads,
-                             seed=seed, soft_objective=soft_objective, recommend_scale_up=recommend_scale_up,
-                             verbose=verbose, started=started)
-    return replace(result, objective_offset=objective_offset(problem))
+    ``formulation``: one of `FORMULATIONS` (``auto``: the certified pipeline for the penalty objective,
+    else the slots MILP up to `SLOTS_MAX_BINARIES` binaries, the model-block MILP above).
+    ``soft_objective``: the objective of the soft version solved when the hard SLOs cannot be met.
+    ``recommend_scale_up``: run the scale-up (`scale_up`) then.  ``verbose``: the solver's log.
+    ``started``: the `time.perf_counter` time the caller's call began, when it read the instance first
+    (the CLI): the time limit counts from it and the reading is charged its nominal cost
+    (`effort.load_seconds`)."""
+
+    formulation: str = "auto"
+    soft_objective: str = "total_lateness"
+    recommend_scale_up: bool = True
+    verbose: bool = False
+    started: float | None = None
 
 
-def _solve_queueing(problem: QueueingProblem, *, solver: str, formulation: str, time_limit: float | None,
-                    threads: int | None, seed: int, soft_objective: str, recommend_scale_up: bool,
-                    verbose: bool, started: float | None = None) -> Result[QueueAssignment]:
-    check_solver_name(solver)
-    precheck(problem)
-    if soft_objective not in OBJECTIVES or soft_objective in HARD_OBJECTIVES:
-        raise PlannerError(f"soft objective must be one of total_lateness, max_lateness, late_groups, got {soft_objective!r}")
-    t0 = time.perf_counter()
-    began = started if started is not None else t0  # the time limit counts from here
-    baselines = [run_heuristic(problem, name) for name in HEURISTICS]
-    valid = [r for r in baselines if r.validation and r.validation.feasible]
-    best_baseline = min(valid, key=lambda r: r.objective) if valid else None
-    chosen = choose_formulation(problem, formulation)
-    kept: dict = {}  # the certified pipeline's local-search plan when it found no bound
-    if formulation in ("auto", "certified") and problem.objective == "penalty":
-        lateness = {r.method: validate_assignment(problem, r.solution, "total_lateness").objective for r in baselines}
-        starts = [r.solution for r in sorted(baselines, key=lambda r: (not (r.validation and r.validation.feasible),
-                                                                        r.objective if r.validation and r.validation.feasible
-                                                                        else lateness[r.method]))]
-        clock = WorkClock(time_limit, began)
-        if started is not None:
-            clock.charge(effort.load_seconds(problem.num_groups))
-        clock.charge(effort.COMPILED_LOAD + effort.baseline_seconds(problem.num_queues, problem.num_groups))
-        certified = solve_certified(problem, starts, solver=solver, time_limit=time_limit, threads=threads, seed=seed,
-                                    verbose=verbose, started=began, clock=clock, keep=kept)
-        if certified is not None:
-            certified.stats["baseline_best"] = best_baseline.method if best_baseline else None
-            return certified
-    remaining = None if time_limit is None else max(time_limit - (time.perf_counter() - began), 0.01)
-    # Warm start: the best baseline meeting the hard SLOs, else (soft objectives) the best baseline at all.
-    warm = best_baseline if best_baseline is not None or problem.hard_deadlines else min(baselines, key=lambda r: r.objective)
-    run = solve_milp(problem, problem.objective, chosen, solver=solver, time_limit=remaining, threads=threads,
-                     seed=seed, verbose=verbose, warm_plan=warm.solution if warm is not None else None)
-    stats = dict(run.stats)
-    stats["baseline_best"] = best_baseline.method if best_baseline else None
+@dataclass
+class _Run:
+    """The state `solve_queueing`'s phases share."""
+
+    problem: QueueingProblem
+    options: RunOptions
+    knobs: QueueingKnobs
+    t0: float
+    baselines: list[Result[QueueAssignment]] = field(default_factory=list)
+    best_baseline: Result[QueueAssignment] | None = None
+    chosen: str = ""
+    kept: dict = field(default_factory=dict)  # the certified pipeline's local-search plan when it found no bound
+    run: MilpRun | None = None
+    stats: dict = field(default_factory=dict)
+    phase_seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def began(self) -> float:
+        """When the time limit started counting."""
+        return self.knobs.started if self.knobs.started is not None else self.t0
+
+    @property
+    def solver(self) -> str:
+        return self.options.solver
+
+    @property
+    def milp(self) -> MilpRun:
+        if self.run is None:
+            raise RuntimeError("the queueing MILP has not run")
+        return self.run
+
+
+def _check(s: _Run) -> None:
+    """Bad input raises one line: the solver name, a problem no method can plan, the soft objective."""
+    check_solver_name(s.solver)
+    precheck(s.problem)
+    soft = s.knobs.soft_objective
+    if soft not in OBJECTIVES or soft in HARD_OBJECTIVES:
+        raise PlannerError(f"soft objective must be one of total_lateness, max_lateness, late_groups, got {soft!r}")
+
+
+def _baselines(s: _Run) -> None:
+    """Every baseline, validated; the best one meeting every SLO; the MILP formulation."""
+    s.baselines = [run_heuristic(s.problem, name) for name in HEURISTICS]
+    valid = [r for r in s.baselines if r.validation and r.validation.feasible]
+    s.best_baseline = min(valid, key=_objective) if valid else None
+    s.chosen = choose_formulation(s.problem, s.knobs.formulation)
+
+
+def _objective(res: Result[QueueAssignment]) -> float:
+    """A validated baseline's objective."""
+    if res.objective is None:
+        raise ValueError(f"{res.method} has no objective")
+    return res.objective
+
+
+def _certified_applies(s: _Run) -> bool:
+    return s.knobs.formulation in ("auto", "certified") and s.problem.objective == "penalty"
+
+
+def _certified(s: _Run) -> Result[QueueAssignment] | None:
+    """The certified pipeline (`planner.queueing.certified`) from the baselines, feasible ones first."""
+    problem = s.problem
+
+    def order(r: Result[QueueAssignment]) -> tuple[bool, float]:
+        feasible = bool(r.validation and r.validation.feasible)
+        if feasible:
+            return False, _objective(r)
+        assert r.solution is not None
+        return True, validate_assignment(problem, r.solution, "total_lateness").objective
+
+    starts = [r.solution for r in sorted(s.baselines, key=order) if r.solution is not None]
+    clock = WorkClock(s.options.time_limit, s.began)
+    if s.knobs.started is not None:
+        clock.charge(effort.load_seconds(problem.num_groups))
+    clock.charge(effort.COMPILED_LOAD + effort.baseline_seconds(problem.num_queues, problem.num_groups))
+    certified = solve_certified(problem, starts, solver=s.solver, time_limit=s.options.time_limit,
+                                threads=s.options.threads, seed=s.options.seed, verbose=s.knobs.verbose,
+                                started=s.began, clock=clock, keep=s.kept)
+    if certified is not None:
+        certified.stats["baseline_best"] = s.best_baseline.method if s.best_baseline else None
+    return certified
+
+
+def _milp(s: _Run) -> None:
+    """The full MILP within the time left, warm-started from the best baseline meeting the hard SLOs
+    (soft objectives: the best baseline at all)."""
+    time_limit = s.options.time_limit
+    remaining = None if time_limit is None else max(time_limit - (time.perf_counter() - s.began), 0.01)
+    warm = s.best_baseline
+    if warm is None and not s.problem.hard_deadlines:
+        warm = min(s.baselines, key=_objective)
+    run = solve_milp(s.problem, s.problem.objective, s.chosen, solver=s.solver, time_limit=remaining,
+                     threads=s.options.threads, seed=s.options.seed, verbose=s.knobs.verbose,
+                     warm_plan=warm.solution if warm is not None else None)
+    s.stats = dict(run.stats)
+    s.stats["baseline_best"] = s.best_baseline.method if s.best_baseline else None
     if time_limit is not None and run.milp is not None and "time limit" in (run.message or "").lower():
-        stats["wall_cut"] = True  # HiGHS stopped on its (wall-clock) time limit
+        s.stats["wall_cut"] = True  # HiGHS stopped on its (wall-clock) time limit
         run = replace(run, message=_join(run.message, MILP_WALL_NOTE))
+    s.run = run
 
-    # A baseline meeting every SLO outranks an "infeasible" from the MILP (the model-block MILP is a
-    # restriction; from the exact slots MILP it would be a numerical failure): it is reported below.
-    if problem.hard_deadlines and best_baseline is None and not kept and run.status in (SolveStatus.INFEASIBLE,
-                                                                                        SolveStatus.NO_SOLUTION):
-        return _infeasible(problem, run, chosen, solver, soft_objective, recommend_scale_up, time_limit, threads, seed, began,
-                           [b.solution for b in baselines if b.solution is not None])
-    if run.status == SolveStatus.ERROR or run.plan is None:
-        message = run.message or "no solution within the time limit"
-        if run.status == SolveStatus.INFEASIBLE:
-            message = ("the model-block MILP (a restriction) finds no plan meeting every SLO" if chosen != "slots"
-                       else "the MILP reports no plan meeting every SLO, although a baseline meets them all")
-        fallback = None  # (plan, validation, objective, what it is)
-        if best_baseline is not None:
-            fallback = (best_baseline.solution, best_baseline.validation, best_baseline.objective,
-                        f"the best baseline plan ({best_baseline.method})")
-        if kept and (fallback is None or kept["report"].objective < fallback[2] - 1e-9):
-            fallback = (kept["plan"], kept["report"], kept["report"].objective, f"the {kept['plan_from']} plan")
-            stats["plan_from"] = kept["plan_from"]
-            if kept.get("local_search_budget_stop"):
-                stats["local_search_budget_stop"] = True
-                message += "; the local search stopped on the time limit (its nominal budget)"
-        if fallback is not None:
-            plan, report, objective, what = fallback
-            message += f"; {what} is reported instead"
-            relaxed = fallback_lower_bound(problem)
-            if relaxed is not None and problem.objective == "penalty":
-                total_start = objective + float(problem.slo().sum())
-                stats["gap_of_sum_start"] = max(objective - relaxed[0], 0.0) / max(abs(total_start), 1e-9)
-            stats.update(_plan_stats(report))
-            return Result(FAMILY, "milp", solver, SolveStatus.ERROR if run.status == SolveStatus.ERROR else SolveStatus.FEASIBLE,
-                          objective, relaxed[0] if relaxed else None, time.perf_counter() - t0, plan,
-                          run.build_seconds, message, report, relaxed[1] if relaxed else "", stats)
+
+def _no_slo_plan(s: _Run) -> bool:
+    """Hard SLOs and no plan meeting them: no baseline, no local-search plan, the MILP infeasible or empty.
+    (A baseline meeting every SLO outranks an "infeasible" from the MILP — the model-block MILP is a
+    restriction; from the exact slots MILP it would be a numerical failure: `_fallback` reports it.)"""
+    return (s.problem.hard_deadlines and s.best_baseline is None and not s.kept
+            and s.milp.status in (SolveStatus.INFEASIBLE, SolveStatus.NO_SOLUTION))
+
+
+def _no_milp_plan(s: _Run) -> bool:
+    return s.milp.status == SolveStatus.ERROR or s.milp.plan is None
+
+
+def _fallback(s: _Run) -> Result[QueueAssignment]:
+    """The MILP gave no plan (error, time limit, a restriction's "infeasible"): the best plan known —
+    the best baseline or the certified pipeline's local-search plan — with the relaxation bound."""
+    run, problem, stats = s.milp, s.problem, s.stats
+    message = run.message or "no solution within the time limit"
+    if run.status == SolveStatus.INFEASIBLE:
+        message = ("the model-block MILP (a restriction) finds no plan meeting every SLO" if s.chosen != "slots"
+                   else "the MILP reports no plan meeting every SLO, although a baseline meets them all")
+    fallback = None  # (plan, validation, objective, what it is)
+    best = s.best_baseline
+    if best is not None and best.validation is not None:
+        fallback = (best.solution, best.validation, _objective(best), f"the best baseline plan ({best.method})")
+    kept = s.kept
+    if kept and (fallback is None or kept["report"].objective < fallback[2] - 1e-9):
+        fallback = (kept["plan"], kept["report"], kept["report"].objective, f"the {kept['plan_from']} plan")
+        stats["plan_from"] = kept["plan_from"]
+        if kept.get("local_search_budget_stop"):
+            stats["local_search_budget_stop"] = True
+            message += "; the local search stopped on the time limit (its nominal budget)"
+    seconds = time.perf_counter() - s.t0
+    if fallback is None:
         status = SolveStatus.ERROR if run.status == SolveStatus.ERROR else SolveStatus.NO_SOLUTION
-        return Result(FAMILY, "milp", solver, status, None, None, time.perf_counter() - t0, None,
-                      run.build_seconds, message, None, "", stats)
+        return Result(family=FAMILY, method="milp", solver=s.solver, status=status, objective=None, bound=None, solve_seconds=seconds, solution=None,
+                      build_seconds=run.build_seconds, message=message, validation=None, bound_source="", stats=stats)
+    plan, report, objective, what = fallback
+    message += f"; {what} is reported instead"
+    relaxed = fallback_lower_bound(problem)
+    if relaxed is not None and problem.objective == "penalty":
+        total_start = objective + float(problem.slo().sum())
+        stats["gap_of_sum_start"] = max(objective - relaxed[0], 0.0) / max(abs(total_start), 1e-9)
+    stats.update(_plan_stats(report))
+    return Result(family=FAMILY, method="milp", solver=s.solver, status=SolveStatus.ERROR if run.status == SolveStatus.ERROR else SolveStatus.FEASIBLE,
+                  objective=objective, bound=relaxed[0] if relaxed else None, solve_seconds=time.perf_counter() - s.t0, solution=plan,
+                  build_seconds=run.build_seconds, message=message, validation=report, bound_source=relaxed[1] if relaxed else "", stats=stats)
 
-    report = validate_assignment(problem, run.plan)
-    objective, plan, message = report.objective, run.plan, run.message
-    exact = chosen == "slots"
-    status = run.status if exact else SolveStatus.FEASIBLE
+
+def _milp_bound(s: _Run, objective: float, status: SolveStatus) -> tuple[float | None, str]:
+    """The bound beside the MILP's plan: the exact MILP's dual bound, or the relaxation of `bounds.py`
+    when that is higher (or the formulation is a restriction)."""
+    run = s.milp
+    exact = s.chosen == "slots"
     bound, bound_source = None, ""
     if exact and run.bound is not None:
         bound = objective if status == SolveStatus.OPTIMAL else run.bound
-        bound_source = f"{solver} dual bound"
+        bound_source = f"{s.solver} dual bound"
     if status != SolveStatus.OPTIMAL:
-        relaxed = fallback_lower_bound(problem)
+        relaxed = fallback_lower_bound(s.problem)
         if relaxed is not None and (bound is None or relaxed[0] > bound):
             bound, bound_source = relaxed
+    return bound, bound_source
+
+
+def _validated(s: _Run) -> Result[QueueAssignment]:
+    """The MILP's plan, validated; a better baseline replaces it; optimal when it meets a valid bound; a MILP
+    objective that is not the validator's proves nothing (neither its status nor its dual bound)."""
+    run, problem, stats = s.milp, s.problem, s.stats
+    assert run.plan is not None  # `_no_milp_plan` returned otherwise
+    report = validate_assignment(problem, run.plan)
+    objective, plan, message = report.objective, run.plan, run.message
+    exact = s.chosen == "slots"
+    status = run.status if exact else SolveStatus.FEASIBLE
+    bound, bound_source = _milp_bound(s, objective, status)
     if not exact:
         message = _join(message, "model-block formulation (blocks in one run per model, EDF inside): "
                                  "a feasible plan, not a proven optimum")
-    if best_baseline is not None and (not report.feasible or best_baseline.objective < objective - 1e-9):
-        message = _join(message, f"the {best_baseline.method} baseline is better ({best_baseline.objective:g} vs "
+    best = s.best_baseline
+    if best is not None and best.validation is not None and (not report.feasible or _objective(best) < objective - 1e-9):
+        message = _join(message, f"the {best.method} baseline is better ({_objective(best):g} vs "
                                  f"{objective:g}) and is reported")
-        plan, report, objective = best_baseline.solution, best_baseline.validation, best_baseline.objective
+        plan, report, objective = best.solution, best.validation, _objective(best)
         status = SolveStatus.FEASIBLE
     if not report.feasible:
         message = _join(message, f"validator rejects the plan: {report.summary()}")
@@ -389,7 +505,7 @@ def _solve_queueing(problem: QueueingProblem, *, solver: str, formulation: str, 
         if mismatch:
             status, note = reconcile_status(status, mismatch)
             message = _join(message, note)
-            if bound_source == f"{solver} dual bound":  # a bound of the mispriced model proves nothing either
+            if bound_source == f"{s.solver} dual bound":  # a bound of the mispriced model proves nothing either
                 relaxed = fallback_lower_bound(problem)
                 bound, bound_source = relaxed if relaxed is not None else (None, "")
     if bound is not None and problem.objective == "penalty":
@@ -397,8 +513,39 @@ def _solve_queueing(problem: QueueingProblem, *, solver: str, formulation: str, 
         total_start = objective + float(problem.slo().sum())
         stats["gap_of_sum_start"] = (objective - bound) / max(abs(total_start), 1e-9)
     stats.update(_plan_stats(report))
-    return Result(FAMILY, "milp", solver, status, objective, bound, time.perf_counter() - t0, plan,
-                  run.build_seconds, message, report, bound_source, stats)
+    return Result(family=FAMILY, method="milp", solver=s.solver, status=status, objective=objective, bound=bound, solve_seconds=time.perf_counter() - s.t0, solution=plan,
+                  build_seconds=run.build_seconds, message=message, validation=report, bound_source=bound_source, stats=stats)
+
+
+#: The pipeline of `solve_queueing`, in order (`planner.core.phases`); ``stats["phases"]`` holds their wall seconds.
+PHASES: tuple[Phase[_Run, Result[QueueAssignment]], ...] = (
+    Phase("check", _check),
+    Phase("baselines", _baselines),
+    Phase("certified", _certified, when=_certified_applies),
+    Phase("milp", _milp),
+    Phase("infeasible", lambda s: _infeasible(s), when=_no_slo_plan),
+    Phase("fallback", _fallback, when=_no_milp_plan),
+    Phase("validate", _validated),
+)
+
+
+def solve_queueing(problem: QueueingProblem, options: RunOptions = RunOptions(),
+                   knobs: QueueingKnobs = QueueingKnobs()) -> Result[QueueAssignment]:
+    """The MILP on the problem's objective, with the soft version and scale-up when SLOs cannot be met:
+    the phases of `PHASES` (``stats["phases"]``: wall seconds per phase run).
+
+    The result's ``gap`` excludes the objective's constant (`objective_offset`)."""
+    state = _Run(problem=problem, options=options, knobs=knobs, t0=time.perf_counter())
+    result = run_phases(PHASES, state)
+    phases = {name: round(seconds, 6) for name, seconds in state.phase_seconds.items()}
+    return replace(result, objective_offset=objective_offset(problem), stats={**result.stats, "phases": phases})
+
+
+def solve(problem: QueueingProblem, method: str, options: RunOptions = RunOptions()) -> Result[QueueAssignment]:
+    """One method on ``problem``: ``milp`` (`solve_queueing`, formulation ``auto``) or a baseline (`run_heuristic`)."""
+    if method == "milp":
+        return solve_queueing(problem, options)
+    return run_heuristic(problem, method)
 
 
 #: Groups named one by one in the "cannot meet its SLO even first" note; the rest are counted.
@@ -486,92 +633,136 @@ def _infeasibility_head(proven_by_milp: bool, exact: bool, by_capacity: bool, by
     return "no plan meeting every SLO was found within the time limit (infeasibility not proven)"
 
 
-def _infeasible(problem, run, chosen, solver, soft_objective, recommend_scale_up, time_limit, threads, seed, t0,
-                baseline_plans):
+def _infeasible(s: _Run) -> Result[QueueAssignment]:
     """Hard SLOs infeasible (or no plan within the time limit): the soft plan (warm-started from the
-    best baseline on the soft objective) and the scale-up (`scale_up`).  ``time_limit`` is the budget of the
-    whole `solve_queueing` call (started at ``t0``): the soft MILP gets `SOFT_SHARE` of what is left when a scale-up
+    best baseline on the soft objective) and the scale-up (`scale_up`).  The time limit is the budget of the
+    whole `solve_queueing` call: the soft MILP gets `SOFT_SHARE` of what is left when a scale-up
     follows (all of it otherwise), the scale-up the rest.
     The SLOs count as provably unmeetable when the exact slots MILP says so, when the capacity
     bound of the scale-up shows that the current fleet cannot meet them, or when a group is late even
     first on every instance (`hopeless_groups`: the message names it, and when not even a new
     instance of any type would serve it in time, the scale-up search is skipped and says so)."""
-    stats = dict(run.stats)
-    exact = chosen == "slots"
-    proven = run.status == SolveStatus.INFEASIBLE
-    parts = []
-    hopeless = hopeless_groups(problem)
-    if hopeless:
-        stats["hopeless_groups"] = [{"group": problem.groups[h.index].name, "slo_slack_s": problem.groups[h.index].slo_s,
-                                     "best_head_estimate_s": h.best_head_s, "new_instance_helps": h.new_instance_helps}
-                                    for h in hopeless]
-        parts.append(describe_hopeless(problem, hopeless, scale_up_note=not recommend_scale_up))
+    run, problem = s.milp, s.problem
+    out = _Infeasibility(stats=dict(run.stats), proven=run.status == SolveStatus.INFEASIBLE, exact=s.chosen == "slots")
+    out.hopeless = hopeless_groups(problem)
+    _hopeless_notes(s, out)
+    plan, report = _soft_plan(s, out)
+    if s.knobs.recommend_scale_up:
+        found = _scale_up_notes(s, out)
+        if found is not None:
+            return found
+    if out.witness_cut:
+        out.parts.append("the wall clock stopped the scale-up's witness search before its nominal budget (a slower or "
+                         "busier machine than the calibration of planner.queueing.effort): this run may not repeat exactly")
+    message = "; ".join([_infeasibility_head(out.proven, out.exact, out.by_capacity, bool(out.hopeless)), *out.parts])
+    # The model-block MILP is a restriction: its infeasibility proves nothing about the problem; a
+    # group late even at the head of every queue (`hopeless_groups`) proves it.
+    status = (SolveStatus.INFEASIBLE if (out.proven and out.exact) or out.by_capacity or out.hopeless
+              else SolveStatus.NO_SOLUTION)
+    return Result(family=FAMILY, method="milp", solver=s.solver, status=status, objective=None, bound=None, solve_seconds=time.perf_counter() - s.began, solution=plan,
+                  build_seconds=run.build_seconds, message=message, validation=report, bound_source="", stats=out.stats)
+
+
+@dataclass
+class _Infeasibility:
+    """What `_infeasible` gathers: the stats, the message clauses, and what proves the SLOs unmeetable."""
+
+    stats: dict
+    proven: bool  # the MILP says infeasible
+    exact: bool  # ... and it is the exact slots MILP
+    parts: list[str] = field(default_factory=list)
+    hopeless: list[HopelessGroup] = field(default_factory=list)
+    by_capacity: bool = False
+    witness_cut: bool = False
+
+
+def _hopeless_notes(s: _Run, out: _Infeasibility) -> None:
+    """The hopeless groups, a skipped MILP's reason, and the conflicting rows of a small exact MILP."""
+    run, problem = s.milp, s.problem
+    if out.hopeless:
+        out.stats["hopeless_groups"] = [
+            {"group": problem.groups[h.index].name, "slo_slack_s": problem.groups[h.index].slo_s,
+             "best_head_estimate_s": h.best_head_s, "new_instance_helps": h.new_instance_helps} for h in out.hopeless]
+        out.parts.append(describe_hopeless(problem, out.hopeless, scale_up_note=not s.knobs.recommend_scale_up))
     if run.stats.get("milp_skipped"):
-        parts.append(run.stats["milp_skipped"])
-    if proven and exact and problem.num_groups <= 12:
-        parts.append(diagnose_infeasibility(run.milp.model, solver, time_limit_per_test=5.0).summary())
-    soft = problem.with_objective(soft_objective)
-    warm = min(baseline_plans, key=lambda plan: validate_assignment(soft, plan).objective, default=None)
-    deadline = None if time_limit is None else t0 + time_limit
-    left = _seconds_left(deadline)
-    soft_run = solve_milp(soft, soft_objective, chosen, solver=solver, seed=seed, warm_plan=warm, threads=threads,
-                          time_limit=left if left is None or not recommend_scale_up else SOFT_SHARE * left)
+        out.parts.append(run.stats["milp_skipped"])
+    if out.proven and out.exact and problem.num_groups <= 12 and run.milp is not None:
+        out.parts.append(diagnose_infeasibility(run.milp.model, s.solver, time_limit_per_test=5.0).summary())
+
+
+def _deadline(s: _Run) -> float | None:
+    """The `time.perf_counter` time the call's time limit ends (counted from ``knobs.started``)."""
+    return None if s.options.time_limit is None else s.began + s.options.time_limit
+
+
+def _soft_plan(s: _Run, out: _Infeasibility) -> tuple[QueueAssignment | None, ValidationReport | None]:
+    """The soft version's MILP (warm-started from the best baseline on the soft objective), scored on it."""
+    soft_objective = s.knobs.soft_objective
+    soft = s.problem.with_objective(soft_objective)
+    plans = [b.solution for b in s.baselines if b.solution is not None]
+    warm = min(plans, key=lambda plan: validate_assignment(soft, plan).objective, default=None)
+    left = _seconds_left(_deadline(s))
+    soft_run = solve_milp(soft, soft_objective, s.chosen, solver=s.solver, seed=s.options.seed, warm_plan=warm,
+                          threads=s.options.threads,
+                          time_limit=left if left is None or not s.knobs.recommend_scale_up else SOFT_SHARE * left)
     if soft_run.plan is None and warm is not None:  # the solver stopped before reading any plan: keep the baseline
         soft_run = MilpRun(SolveStatus.FEASIBLE, warm, None, None, soft_run.seconds, soft_run.build_seconds,
                            soft_run.message, soft_run.milp, soft_run.stats)
-    plan, report = None, None
-    if soft_run.plan is not None:
-        plan = soft_run.plan
-        report = validate_assignment(soft, plan)
-        stats["soft"] = {"objective": soft_objective, "value": report.objective, "status": soft_run.status.value,
+    if soft_run.plan is None:
+        return None, None
+    plan = replace(soft_run.plan, objective=soft.objective, deadline=soft.deadline)  # scored on the soft one
+    report = validate_assignment(soft, plan)
+    out.stats["soft"] = {"objective": soft_objective, "value": report.objective, "status": soft_run.status.value,
                          "late_groups": report.details.get("late_groups"), "swaps": report.details.get("swaps")}
-        parts.append(f"soft version ({soft_objective}) = {report.objective:g}")
-    by_capacity = witness_cut = False
-    unhelped = [problem.groups[h.index].name for h in hopeless if not h.new_instance_helps]
-    if recommend_scale_up and unhelped:  # no fleet can meet every SLO: no need to search one
+    out.parts.append(f"soft version ({soft_objective}) = {report.objective:g}")
+    return plan, report
+
+
+def _scale_up_notes(s: _Run, out: _Infeasibility) -> Result[QueueAssignment] | None:
+    """The scale-up's answer, as stats and a message clause; the result itself when its witness meets
+    every SLO on the current fleet (the MILP did not: that plan is the answer)."""
+    problem = s.problem
+    unhelped = [problem.groups[h.index].name for h in out.hopeless if not h.new_instance_helps]
+    if unhelped:  # no fleet can meet every SLO: no need to search one
         names = ", ".join(repr(n) for n in unhelped[:HOPELESS_SHOWN]) + (
             f" and {len(unhelped) - HOPELESS_SHOWN} more" if len(unhelped) > HOPELESS_SHOWN else "")
-        stats["scale_up"] = {"status": "infeasible", "extra_instances": {}, "formulation": "head-of-queue check",
-                             "current_fleet_infeasible": True,
-                             "message": f"adding instances cannot help: {'groups' if len(unhelped) > 1 else 'group'} "
-                                        f"{names} cannot meet {'their SLOs' if len(unhelped) > 1 else 'its SLO'} even "
-                                        f"first on a new instance of any type"}
-        parts.append(f"scale-up: {stats['scale_up']['message']}")
-    elif recommend_scale_up:
-        # the witness budget is fixed by the call's time limit, not by the wall time the MILPs left over
-        witness_seconds = None if time_limit is None else WITNESS_SHARE * (1.0 - SOFT_SHARE) * time_limit
-        rec = scale_up(problem, chosen, solver=solver, time_limit=_seconds_left(deadline), threads=threads, seed=seed,
-                       witness_seconds=witness_seconds)
-        stats["scale_up"] = rec
-        witness_cut = bool(rec.get("wall_cut"))
-        if witness_cut:
-            stats["wall_cut"] = True
-        by_capacity = bool(rec.get("current_fleet_infeasible"))
-        if rec["extra_instances"]:
-            parts.append("scale-up: " + ", ".join(f"+{n} {t}" for t, n in rec["extra_instances"].items())
+        several = len(unhelped) > 1
+        out.stats["scale_up"] = {"status": "infeasible", "extra_instances": {}, "formulation": "head-of-queue check",
+                                 "current_fleet_infeasible": True,
+                                 "message": f"adding instances cannot help: {'groups' if several else 'group'} "
+                                            f"{names} cannot meet {'their SLOs' if several else 'its SLO'} even "
+                                            f"first on a new instance of any type"}
+        out.parts.append(f"scale-up: {out.stats['scale_up']['message']}")
+        return None
+    time_limit = s.options.time_limit
+    # the witness budget is fixed by the call's time limit, not by the wall time the MILPs left over
+    witness_seconds = None if time_limit is None else WITNESS_SHARE * (1.0 - SOFT_SHARE) * time_limit
+    rec = scale_up(problem, s.chosen, solver=s.solver, time_limit=_seconds_left(_deadline(s)), threads=s.options.threads,
+                   seed=s.options.seed, witness_seconds=witness_seconds)
+    out.stats["scale_up"] = rec
+    out.witness_cut = bool(rec.get("wall_cut"))
+    if out.witness_cut:
+        out.stats["wall_cut"] = True
+    out.by_capacity = bool(rec.get("current_fleet_infeasible"))
+    if rec["extra_instances"]:
+        out.parts.append("scale-up: " + ", ".join(f"+{n} {t}" for t, n in rec["extra_instances"].items())
                          + (" (proven minimal)" if rec["status"] == "optimal" else " (suffices; minimality not proven)"))
-        elif rec.get("valid"):
-            found = _plan_on_current_fleet(problem, rec["plan"])
-            if found is not None:  # the witness search met every SLO where the MILP did not: that is the answer
-                found_report = validate_assignment(problem, found)
-                message = "; ".join([_infeasibility_head(proven, exact, False),
-                                     ("a baseline + local-search plan (the scale-up witness) meets every SLO on the "
-                                      "current fleet and is reported (not proven optimal)")])
-                return Result(FAMILY, "milp", solver, SolveStatus.FEASIBLE, found_report.objective, None,
-                              time.perf_counter() - t0, found, run.build_seconds, message, found_report, "", stats)
-            parts.append("scale-up: none needed — a plan meeting every SLO exists on the current fleet "
+        return None
+    if not rec.get("valid"):
+        out.parts.append(f"scale-up: {rec['message']}")
+        return None
+    found = _plan_on_current_fleet(problem, rec["plan"])
+    if found is None:
+        out.parts.append("scale-up: none needed — a plan meeting every SLO exists on the current fleet "
                          f"({rec['formulation']}; see stats.scale_up.plan)")
-        else:
-            parts.append(f"scale-up: {rec['message']}")
-    if witness_cut:
-        parts.append("the wall clock stopped the scale-up's witness search before its nominal budget (a slower or "
-                     "busier machine than the calibration of planner.queueing.effort): this run may not repeat exactly")
-    message = "; ".join([_infeasibility_head(proven, exact, by_capacity, bool(hopeless)), *parts])
-    # The model-block MILP is a restriction: its infeasibility proves nothing about the problem; a
-    # group late even at the head of every queue (`hopeless_groups`) proves it.
-    status = SolveStatus.INFEASIBLE if (proven and exact) or by_capacity or hopeless else SolveStatus.NO_SOLUTION
-    return Result(FAMILY, "milp", solver, status, None, None, time.perf_counter() - t0, plan,
-                  run.build_seconds, message, report, "", stats)
+        return None
+    found_report = validate_assignment(problem, found)
+    message = "; ".join([_infeasibility_head(out.proven, out.exact, False),
+                         ("a baseline + local-search plan (the scale-up witness) meets every SLO on the "
+                          "current fleet and is reported (not proven optimal)")])
+    return Result(family=FAMILY, method="milp", solver=s.solver, status=SolveStatus.FEASIBLE, objective=found_report.objective, bound=None,
+                  solve_seconds=time.perf_counter() - s.began, solution=found, build_seconds=s.milp.build_seconds, message=message,
+                  validation=found_report, bound_source="", stats=out.stats)
 
 
 def _plan_on_current_fleet(problem: QueueingProblem, plan: dict) -> QueueAssignment | None:
@@ -590,9 +781,3 @@ def _plan_on_current_fleet(problem: QueueingProblem, plan: dict) -> QueueAssignm
 
 def _join(a: str, b: str) -> str:
     return f"{a}; {b}" if a else b
-
-
-def compare_queueing(problem: QueueingProblem, **kwargs) -> tuple[list[Result[QueueAssignment]], Result[QueueAssignment]]:
-    """Every baseline and the MILP on the problem's objective."""
-    precheck(problem)
-    return [run_heuristic(problem, name) for name in HEURISTICS], solve_queueing(problem, **kwargs)

@@ -25,8 +25,9 @@ import math
 import time
 from dataclasses import dataclass, field
 
+from planner.core.contract import RunOptions
 from planner.queueing.problem import QueueingProblem, RequestGroup, VirtualQueue
-from planner.queueing.solve import solve_queueing
+from planner.queueing.solve import QueueingKnobs, solve_queueing
 
 POLICIES = ("qlm", "edf", "fcfs")
 
@@ -109,7 +110,7 @@ class _Replay:
 
 
 def replay_trace(problem: QueueingProblem, policy: str = "qlm", *, solver: str = "highs",
-                 time_limit: float | None = 5.0, formulation: str = "auto") -> ReplayReport:
+                 time_limit: float | None = 5.0, formulation: str = "auto", threads: int | None = None) -> ReplayReport:
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r} (expected one of: {', '.join(POLICIES)})")
     state = _Replay(problem)
@@ -128,8 +129,8 @@ def replay_trace(problem: QueueingProblem, policy: str = "qlm", *, solver: str =
             if any(start > problem.groups[k].slo_s + 1e-9 for k, start in predicted.items()):
                 sub, waiting = state.current_problem(now)
                 t0 = time.perf_counter()
-                result = solve_queueing(sub, solver=solver, time_limit=time_limit, formulation=formulation,
-                                        recommend_scale_up=False)
+                result = solve_queueing(sub, RunOptions(solver=solver, time_limit=time_limit, threads=threads),
+                                        QueueingKnobs(formulation=formulation, recommend_scale_up=False))
                 solve_seconds += time.perf_counter() - t0
                 solves += 1
                 if result.solution is not None:

@@ -106,3 +106,15 @@ def validate_assignment(problem: QueueingProblem, assignment: QueueAssignment, o
         "busy_s": max(play["busy"], default=0.0),
     }
     return ValidationReport(not violations, float(value), tuple(violations), details, objective_name=objective)
+
+
+def validate_plan(problem: QueueingProblem, plan: QueueAssignment) -> ValidationReport:
+    """`validate_assignment` on what the plan is scored on: its own ``objective`` and ``deadline`` when it
+    names them (a soft plan, a plan made with ``--objective``/``--deadline``), else the problem's; a
+    ``scale_up`` plan is replayed on the problem with its scale-up candidates (`QueueingProblem.with_candidates`)."""
+    objective = plan.objective or problem.objective
+    deadline = plan.deadline or problem.deadline
+    target = problem.with_candidates() if objective == "scale_up" else problem
+    if deadline != target.deadline:
+        target = target.with_objective(deadline=deadline)
+    return validate_assignment(target, plan, objective)

@@ -1,4 +1,4 @@
-"""Solver layer: one `LinearModel`, solved by HiGHS (default) or Gurobi.
+"""Solver layer: one `LinearModel`, solved by HiGHS (default), Gurobi or CBC.
 
 ``solve(model, solver="highs", options)`` returns a `SolverOutcome` with status,
 objective, best bound, gap, wall time and the column values.  A time limit
@@ -15,7 +15,7 @@ from planner.solver.features import FEATURES, SolverFeatures
 from planner.solver.model import INF, LinearModel, ModelBuilder, RowBlock, VarBlock
 from planner.solver.outcome import ProgressEvent, SolveOptions, SolverOutcome, SolveStatus, relative_gap
 
-SOLVERS = ("highs", "gurobi")
+SOLVERS = ("highs", "gurobi", "cbc")
 
 __all__ = [
     "FEATURES",
@@ -52,6 +52,10 @@ def solve(model: LinearModel, solver: str = "highs", options: SolveOptions | Non
         from planner.solver.highs_backend import solve_highs
 
         return solve_highs(model, options)
+    if name == "cbc":
+        from planner.solver.cbc_backend import solve_cbc
+
+        return solve_cbc(model, options)
     from planner.solver.gurobi_backend import solve_gurobi
 
     return solve_gurobi(model, options)

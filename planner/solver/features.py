@@ -43,4 +43,15 @@ FEATURES: dict[str, SolverFeatures] = {
         threads_settable_once_per_process=False,
         size_limit_note="the free pip license solves models up to 2000 variables and 2000 constraints",
     ),
+    "cbc": SolverFeatures(
+        name="cbc",
+        mip=True,
+        time_limit=True,
+        dual_bound=True,  # read from CBC's log
+        mip_start=True,
+        progress_callback=True,  # from CBC's log lines (incumbents, and node reports with the bound)
+        iis_mip=False,
+        iis_lp=False,  # diagnosis falls back to HiGHS's IIS of the LP relaxation
+        threads_settable_once_per_process=False,
+    ),
 }

@@ -264,11 +264,21 @@ def _outcome(h, model: LinearModel, seconds: float, warm_ok, notes: list[str]) -
     )
 
 
+#: HiGHS ``iis_strategy``: 2 (elastic LP) + 4 (reduce to a true, irreducible IIS).
+IIS_STRATEGY = 2 | 4
+#: HiGHS ``iis_time_limit`` (seconds) for the IIS of the LP relaxation.
+IIS_TIME_LIMIT_S = 30.0
+
+
 def lp_relaxation_iis_rows(model: LinearModel) -> list[int] | None:
     """Rows of an IIS of the LP relaxation, or None when HiGHS finds none (e.g. the relaxation is feasible)."""
     import highspy
 
     h = new_highs(SolveOptions())
+    # highspy 1.16's default strategy (0, a light test) finds only trivial conflicts and returns no rows for
+    # e.g. a + b ≥ 3, a + b ≤ 1: 2 | 4 solves the elastic LP and reduces its conflict to a true IIS
+    h.setOptionValue("iis_strategy", IIS_STRATEGY)
+    h.setOptionValue("iis_time_limit", IIS_TIME_LIMIT_S)
     relaxed = LinearModel(**{**model.__dict__, "integrality": np.zeros_like(model.integrality)})
     h.passModel(_to_highs_lp(relaxed))
     run_highs(h)

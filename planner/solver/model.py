@@ -3,7 +3,7 @@
 Formulations add *variable blocks* (named, shaped, with bounds, integrality and
 objective cost) and *row blocks* (named constraint families given as COO
 triples with row lower/upper bounds).  `ModelBuilder.build` assembles one CSR
-matrix, which every backend (HiGHS, Gurobi) takes as is: one formulation, no
+matrix, which every backend (HiGHS, Gurobi, CBC) takes as is: one formulation, no
 per-solver copies.
 
 Row-block names are the constraint-family names of the formulation; solver

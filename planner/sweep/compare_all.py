@@ -7,13 +7,11 @@ parallel, locally or on Ray, and an interrupted comparison resumes.
 
 Table columns: ``family, instance, method, kind (heuristic|exact), status, objective, bound, gap,
 gap_reference, valid, seconds, message`` (``valid``: the independent validator's verdict on the
-plan, None without a plan).  The gap of a heuristic is `FamilyHarness.gap_to` its objective
-from the exact solver's objective when that is proven optimal (``gap_reference = optimum``), else
-from the exact solver's bound (``bound``: then the gap is an upper estimate of the gap to the
-optimum), else from the exact solver's incumbent (``exact incumbent``).  The exact row's gap is its
-own optimality gap (objective vs bound).  Gaps leave out the objective's constant part
-(`planner.core.result.Result.objective_offset`, e.g. queueing's −Σ SLO).  The summary gives each heuristic's mean and worst gap over
-the instances where it found a plan, and ``no_plan``: on how many it found none (infeasible or failed).
+plan, None without a plan).  ``gap`` and ``gap_reference`` are `planner.compare`'s, per instance: the
+same `planner.compare.reference_of` (the exact solver's proven optimum, else its bound, else the best
+validated plan) and `planner.core.status.signed_gap`, so `planner compare FAMILY` shows the same gaps
+for the same method and instance.  The summary gives each heuristic's mean and worst gap over the
+instances where it found a plan, and ``no_plan``: on how many it found none (infeasible or failed).
 """
 
 from __future__ import annotations
@@ -27,7 +25,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from planner.compare import Scored, reference_of, run_method
 from planner.core.outputs import write_files
+from planner.core.status import signed_gap
 from planner.errors import PlannerError
 from planner.harness import RunOptions, available_families, family_of
 from planner.sweep.engine import SweepPoint, SweepSummary, run_sweep
@@ -68,7 +68,7 @@ def run_compare_point(params: dict[str, Any]) -> dict[str, Any]:
     problem = harness.load(Path(params["path"]))
     options = RunOptions(solver=params["solver"], time_limit=params["time_limit"], threads=params["threads"],
                          seed=params["seed"])
-    result = harness.run(problem, params["method"], options)
+    result = run_method(harness, problem, params["method"], options)  # a method that cannot finish: infeasible
     validation = result.validation
     message = result.message
     if validation is not None and not validation.feasible:
@@ -85,8 +85,8 @@ def run_compare_point(params: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _fingerprint(instances: list[tuple[str, Path]], solver: str, time_limit: float, seed: int) -> str:
-    h = hashlib.sha256(json.dumps([solver, time_limit, seed]).encode())
+def _fingerprint(instances: list[tuple[str, Path]], solver: str, time_limit: float, seed: int, threads: int = 1) -> str:
+    h = hashlib.sha256(json.dumps([solver, time_limit, seed] + ([threads] if threads != 1 else [])).encode())
     for fam, path in instances:
         h.update(fam.encode())
         h.update(str(path.resolve()).encode())
@@ -105,11 +105,13 @@ def compare_all(
     workers: int | None = None,
     families: tuple[str, ...] | None = None,
     seed: int = 0,
+    threads: int = 1,
     progress: bool = True,
     force: bool = False,
 ) -> tuple[pd.DataFrame, SweepSummary]:
     """Run the comparison (resuming from ``out_dir/results.sqlite``); write compare.csv and summary.csv
-    (all or none; over existing ones only with ``force``: `check_compare_files` refuses them up front)."""
+    (all or none; over existing ones only with ``force``: `check_compare_files` refuses them up front).
+    ``threads``: solver threads of each run (runs go in parallel: one by default)."""
     instances = find_instances(instance_dir, families)
     harnesses = available_families()
     points = []
@@ -119,11 +121,11 @@ def compare_all(
         for method in (*harness.heuristics, harness.exact_method):
             points.append(SweepPoint(f"{fam}|{rel}|{method}", {
                 "family": fam, "path": str(path.resolve()), "instance": rel, "method": method, "solver": solver,
-                "time_limit": time_limit, "threads": 1, "seed": seed,
+                "time_limit": time_limit, "threads": threads, "seed": seed,
                 "kind": "exact" if method == harness.exact_method else "heuristic",
             }))
     results, summary = run_sweep(points, run_compare_point, db_path=out_dir / "results.sqlite",
-                                 fingerprint=_fingerprint(instances, solver, time_limit, seed), executor=executor,
+                                 fingerprint=_fingerprint(instances, solver, time_limit, seed, threads), executor=executor,
                                  workers=workers, address=address, progress=progress, description="compare all")
     table = build_table(points, results, summary.failures)
     write_files([(out_dir / COMPARE_FILES[0], table.to_csv(index=False)),
@@ -140,44 +142,45 @@ def check_compare_files(out_dir: Path, force: bool) -> None:
     existing = [name for name in COMPARE_FILES if os.path.lexists(out_dir / name)]
     for name in existing:
         if (out_dir / name).is_dir():
-            raise PlannerError(f"--out {out_dir / name}: is a directory; the table cannot be written")
+            raise PlannerError(f"--report {out_dir / name}: is a directory; the table cannot be written")
     if existing and not force:
         raise PlannerError(f"{out_dir}: already holds {', '.join(existing)} of an earlier run; pass --force to "
-                           "overwrite them (finished runs are not solved again) or use another --out directory")
+                           "overwrite them (finished runs are not solved again) or use another --report directory")
 
 
 def build_table(points: list[SweepPoint], results: dict[str, Any], failures: dict[str, str]) -> pd.DataFrame:
+    """One row per point; gaps to each instance's one reference (`planner.compare.reference_of`)."""
     harnesses = available_families()
-    exact: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def scored(p: SweepPoint) -> Scored | None:
+        res = results.get(p.key)
+        if res is None:
+            return None
+        return Scored(p.params["method"], p.params["kind"], res["status"], res["objective"], res["bound"],
+                      res.get("validated"))
+
+    by_instance: dict[tuple[str, str], list[Scored]] = {}
     for p in points:
-        if p.params["kind"] == "exact" and p.key in results:
-            exact[(p.params["family"], p.params["instance"])] = results[p.key]
+        entry = scored(p)
+        if entry is not None:
+            by_instance.setdefault((p.params["family"], p.params["instance"]), []).append(entry)
+    references = {key: reference_of(entries, harnesses[key[0]].sense) for key, entries in by_instance.items()}
     rows = []
     for p in points:
         fam, inst = p.params["family"], p.params["instance"]
-        harness = harnesses[fam]
-        res = results.get(p.key)
-        if res is None:
+        res, entry = results.get(p.key), scored(p)
+        if res is None or entry is None:
             rows.append({"family": fam, "instance": inst, "method": p.params["method"], "kind": p.params["kind"],
                          "status": "failed", "objective": None, "bound": None, "gap": None, "gap_reference": "", "valid": None,
                          "seconds": float("nan"), "message": failures.get(p.key, "not run")})
             continue
-        gap, reference = None, ""
+        reference, kind = references[(fam, inst)]
         offset = float(res.get("objective_offset") or 0.0)  # results stored before the field: no offset
-        if p.params["kind"] == "exact":
-            gap, reference = harness.gap_to(res["objective"], res["bound"], offset), "own bound"
-        else:
-            ref = exact.get((fam, inst))
-            if ref is not None and ref["objective"] is not None and ref["status"] == "optimal":
-                gap, reference = harness.gap_to(res["objective"], ref["objective"], offset), "optimum"
-            elif ref is not None and ref["bound"] is not None:
-                gap, reference = harness.gap_to(res["objective"], ref["bound"], offset), "bound"
-            elif ref is not None and ref["objective"] is not None:
-                gap, reference = harness.gap_to(res["objective"], ref["objective"], offset), "exact incumbent"
+        gap = signed_gap(res["objective"], reference, harnesses[fam].sense, offset) if entry.has_plan else None
         rows.append({"family": fam, "instance": inst, "method": p.params["method"], "kind": p.params["kind"],
                      "status": res["status"], "objective": res["objective"], "bound": res["bound"], "gap": gap,
-                     "gap_reference": reference, "valid": res.get("validated"), "seconds": res["seconds"],
-                     "message": res["message"]})
+                     "gap_reference": kind if gap is not None else "", "valid": res.get("validated"),
+                     "seconds": res["seconds"], "message": res["message"]})
     return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
 
 

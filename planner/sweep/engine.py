@@ -411,7 +411,7 @@ def _check_args(executor: str, workers: int | None, address: str | None) -> None
     if address is not None and executor != "ray":
         raise PlannerError("--address applies to --executor ray only")
     if workers is not None and workers < 1:
-        raise PlannerError(f"--workers must be at least 1, got {workers}")
+        raise PlannerError(f"--parallel must be at least 1, got {workers}")
 
 
 def _drive(

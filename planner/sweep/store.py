@@ -69,7 +69,7 @@ class ResultsStore:
                 conn.close()
                 raise PlannerError(
                     f"{self.path}: holds the results of a different sweep (other scenario or options); "
-                    "use another --out directory or delete this file"
+                    "use another --report directory or delete this file"
                 )
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")

@@ -1,0 +1,131 @@
+"""Rendering of `planner.compare.Comparison` for every ``planner compare FAMILY`` command: progress on
+stderr, the JSON payload and the table (the family adds its own columns)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from planner.cli.common import err, fmt, fmt_gap, out, to_json, write_output
+
+if TYPE_CHECKING:
+    from planner.compare import Comparison, ComparisonRow, MethodEvent
+
+#: A family column: header and the cell of one row.
+Column = tuple[str, Callable[["ComparisonRow"], str]]
+
+
+class CompareProgress:
+    """One line per method on stderr as it finishes (``[k/n] method: status, objective, seconds``) and, below
+    them, the method that runs with its elapsed seconds; only when stderr is a terminal
+    (`planner.core.consoles.err`); the running line disappears when the comparison ends."""
+
+    def __init__(self, unit: str = "") -> None:
+        self.enabled = err.is_terminal
+        self.unit = unit
+        self.running = ""
+        self.started = time.perf_counter()
+        self.live: Live | None = None
+        if self.enabled:
+            self.live = Live(console=err, transient=True, refresh_per_second=4, get_renderable=self._render)
+            self.live.start()
+
+    def _render(self) -> Text:
+        if not self.running:
+            return Text("")
+        return Text(f"{self.running} … {time.perf_counter() - self.started:.1f} s", style="cyan")
+
+    def __call__(self, event: MethodEvent) -> None:
+        if not self.enabled:
+            return
+        if event.result is None:
+            self.running = f"[{event.index + 1}/{event.total}] {event.method}"
+            self.started = time.perf_counter()
+            return
+        self.running = ""
+        r = event.result
+        objective = "-" if r.objective is None else f"{fmt(r.objective, 6)}{self.unit}"
+        err.print(f"[{event.index + 1}/{event.total}] {event.method}: {r.status.value}, {objective}, "
+                  f"{r.solve_seconds:.2f} s", highlight=False, markup=False)
+
+    def close(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+    def __enter__(self) -> CompareProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def valid_cell(row: ComparisonRow) -> str:
+    return "-" if row.valid is None else ("yes" if row.valid else "NO")
+
+
+def comparison_table(comparison: Comparison, title: str, columns: Sequence[Column], unit: str = "") -> Table:
+    """``method``, the family's ``columns``, ``gap``, ``time (s)``, ``valid``, ``status``; the title ends
+    with what the gaps are relative to (`Comparison.reference_text`)."""
+    t = Table(title=f"{title} ({comparison.reference_text(unit)})", title_justify="left")
+    headers = ["method", *(h for h, _ in columns), "gap", "time (s)", "valid", "status"]
+    for col in headers:
+        t.add_column(col, justify="left" if col in ("method", "status") else "right")
+    for row in comparison.rows:
+        t.add_row(row.method, *(cell(row) for _, cell in columns), fmt_gap(row.gap), f"{row.seconds:.3f}",
+                  valid_cell(row), row.status)
+    return t
+
+
+def comparison_payload(instance: Path, name: str, comparison: Comparison,
+                       extras: Callable[[ComparisonRow], dict[str, Any]] | None = None,
+                       **fields: Any) -> dict[str, Any]:
+    """The ``--json`` object: instance, name, `Comparison.to_dict` (per method the `ComparisonRow` fields,
+    the family's ``extras`` and ``result``, the method's `Result.to_dict`) and ``fields``."""
+    data = comparison.to_dict()
+    if extras is not None:
+        for row, entry in zip(comparison.rows, data["methods"]):
+            result = entry.pop("result")
+            entry.update(extras(row))
+            entry["result"] = result
+    return {"instance": str(instance), "name": name, **data, **fields}
+
+
+def emit(payload: dict[str, Any], json_out: bool, output: Path | None, force: bool) -> bool:
+    """Write the JSON to ``output`` (if given); print it with ``--json``.  True when printed."""
+    text = to_json(payload)
+    write_output(output, text, force)
+    if json_out:
+        print(text)
+    return json_out
+
+
+def exact_line(comparison: Comparison, unit: str = "") -> None:
+    """One line on the exact method: its proven optimum, or its status, best plan and bound; then, on
+    stderr, why each heuristic without a plan has none."""
+    for row in comparison.rows:
+        if row.kind == "heuristic" and row.objective is None and row.message:
+            err.print(f"{row.method}: {row.message}", highlight=False, markup=False)
+    row = comparison.exact
+    if row is None:
+        return
+    r = row.result
+    solver = f" ({r.solver})" if r is not None and r.solver else ""
+    if row.status == "optimal":
+        out.print(f"{row.method}{solver}: optimum {fmt(row.objective, 6)}{unit}.", highlight=False, markup=False)
+    else:
+        parts = [row.status]
+        if row.objective is not None:
+            parts.append(f"best plan {fmt(row.objective, 6)}{unit}")
+        if row.bound is not None:
+            parts.append(f"bound {fmt(row.bound, 6)}{unit}")
+        out.print(f"{row.method}{solver}: {', '.join(parts)}." + (f" {row.message}" if row.message else ""),
+                  highlight=False, markup=False)
+    if row.status == "error" and row.message:
+        err.print(row.message, highlight=False, markup=False)
