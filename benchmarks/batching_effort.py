@@ -1,6 +1,6 @@
 """Calibrate the nominal-seconds constants of `planner.batching.effort` on this machine.
 
-`planner.batching.solve.solve_batching` decides its phases on nominal seconds (work counts × constants,
+`planner.batching.pipeline.solve_batching` decides its phases on nominal seconds (work counts × constants,
 `planner.core.work.WorkClock`) so that a time-limited solve is repeatable.  This script measures, on the
 instances of `benchmarks/batching_scaling.py` (B requests, I, O uniform in [1, 64], M = 0.6 × Σ(I+O−1),
 published 7B costs) for B ∈ {2, 4, 8, 16} and seeds 0–1, the wall time of each kind of step next to
@@ -33,7 +33,7 @@ from planner.batching.orderings import permuted
 from planner.batching.problem import make_problem
 from planner.batching.rollouts import best_rollout_schedule
 from planner.batching.scheduler import PRESETS, simulate
-from planner.batching.solve import heuristic_results, run_scheduler
+from planner.batching.pipeline import heuristic_results, run_scheduler
 from planner.batching.staggered import PLAN_NODE_LIMIT, lazy_plan, lazy_plan_nonzeros
 from planner.solver import SolveOptions, solve
 

@@ -27,7 +27,7 @@ from results_paths import add_output_options, output_path
 from planner.batching.problem import make_problem
 from planner.batching.scheduler import simulate
 from planner.batching.formulation import CUT_DEFINITIONS
-from planner.batching.solve import heuristic_results, solve_batching
+from planner.batching.pipeline import heuristic_results, solve_batching
 
 
 

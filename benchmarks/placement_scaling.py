@@ -30,7 +30,7 @@ from planner.costmodels.files import find_cost_model
 from planner.placement.generator import generate_placement_problem
 from planner.placement.problem import PlacementOptions
 from planner.core.contract import RunOptions
-from planner.placement.solve import solve_placement
+from planner.placement.pipeline import solve_placement
 from planner.workloads.streams import find_distribution
 
 REPO = Path(__file__).resolve().parents[1]

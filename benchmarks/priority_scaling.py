@@ -39,7 +39,7 @@ from results_paths import add_output_options, output_path
 from planner.priority.exhaustive import compositions, exhaustive_search
 from planner.priority.generator import generate_priority_problem
 from planner.priority.heuristics import HEURISTICS, shortest_predicted_first, simulated_annealing
-from planner.priority.solve import best_heuristic_plan, prove_optimum, run_exact
+from planner.priority.pipeline import best_heuristic_plan, prove_optimum, run_exact
 
 def machine_description() -> str:
     return (f"Machine: {machine_line(('numpy', 'numba', 'highspy'))}. Exact methods: a numba subset DP (b_max = 1), "

@@ -37,7 +37,7 @@ from results_paths import add_output_options, output_path
 
 from planner.core.contract import RunOptions
 from planner.queueing.generator import random_problem
-from planner.queueing.solve import run_heuristic, solve_queueing
+from planner.queueing.pipeline import run_heuristic, solve_queueing
 
 REPO = Path(__file__).resolve().parents[1]
 

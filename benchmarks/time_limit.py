@@ -67,10 +67,10 @@ class Case:
 
 #: The modules a family's command imports (its start-up beyond `planner.cli.main`).
 FAMILY_IMPORTS = {
-    "placement": "planner.placement.solve, planner.placement.instance",
-    "batching": "planner.batching.solve, planner.batching.instance",
-    "priority": "planner.priority.solve, planner.priority.instance",
-    "queueing": "planner.queueing.solve, planner.queueing.instance, planner.queueing.evaluator",
+    "placement": "planner.placement.pipeline, planner.placement.instance",
+    "batching": "planner.batching.pipeline, planner.batching.instance",
+    "priority": "planner.priority.pipeline, planner.priority.instance",
+    "queueing": "planner.queueing.pipeline, planner.queueing.instance, planner.queueing.evaluator",
     "deployment": "planner.deployment.cost_solve, planner.deployment.instance",
     "routing": "planner.deployment.routing_solve, planner.deployment.instance",
 }

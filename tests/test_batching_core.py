@@ -10,7 +10,7 @@ from planner.batching.bruteforce import brute_force_latency
 from planner.batching.costmodel import PUBLISHED
 from planner.batching.problem import make_problem
 from planner.batching.scheduler import PRESETS, simulate
-from planner.batching.solve import heuristic_results, run_scheduler, solve_batching
+from planner.batching.pipeline import heuristic_results, run_scheduler, solve_batching
 from planner.batching.validator import validate_schedule
 from planner.solver import SolveStatus
 

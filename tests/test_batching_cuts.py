@@ -19,7 +19,7 @@ from planner.batching.costmodel import PUBLISHED, InferMaxCostModel
 from planner.batching.formulation import (CUT_DEFINITIONS, CUT_FAMILIES, build_model, compress_schedule,
                                           warm_start_vector)
 from planner.batching.problem import make_problem
-from planner.batching.solve import heuristic_results, solve_batching
+from planner.batching.pipeline import heuristic_results, solve_batching
 from planner.solver import SolveStatus
 
 # Decode attention made expensive and the prefill per-request term free: refilling a short
@@ -154,7 +154,7 @@ def test_batch_count_bounds_hand_worked():
 def test_mip_too_large_returns_best_preset_and_bound():
     """A grid above ``max_cells`` is not built: the best preset (validated) and the combinatorial bound come back."""
     from planner.batching.problem import make_problem
-    from planner.batching.solve import run_scheduler, solve_batching
+    from planner.batching.pipeline import run_scheduler, solve_batching
     from planner.solver import SolveStatus
 
     problem = make_problem([3, 5, 2], [2, 3, 4], M=100)

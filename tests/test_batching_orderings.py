@@ -8,7 +8,7 @@ import pytest
 from planner.batching.orderings import SEARCH_PRESETS, best_ordered_schedule, map_back, permuted
 from planner.batching.problem import make_problem
 from planner.batching.scheduler import simulate
-from planner.batching.solve import run_scheduler, solve_batching
+from planner.batching.pipeline import run_scheduler, solve_batching
 from planner.batching.validator import validate_schedule
 from planner.solver import SolveStatus
 

@@ -14,7 +14,7 @@ from planner.batching.formulation import compress_schedule, time_unit
 from planner.batching.problem import make_problem
 from planner.batching.schedule import Schedule
 from planner.batching.scheduler import PRESETS, simulate
-from planner.batching.solve import heuristic_results, solve_batching
+from planner.batching.pipeline import heuristic_results, solve_batching
 from planner.batching.staggered import best_staggered, lazy_plan, single_prefill_batch_impossible
 from planner.batching.validator import validate_schedule
 from planner.solver import SolveStatus

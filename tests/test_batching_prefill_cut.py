@@ -10,7 +10,7 @@ from planner.batching.bounds import latency_lower_bound, min_prefill_batches, pr
 from planner.batching.bruteforce import brute_force_latency
 from planner.batching.formulation import batch_count_bound
 from planner.batching.problem import make_problem
-from planner.batching.solve import heuristic_results, solve_batching
+from planner.batching.pipeline import heuristic_results, solve_batching
 from planner.batching.staggered import single_prefill_batch_impossible
 from planner.solver import SolveStatus
 

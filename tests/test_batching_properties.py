@@ -20,7 +20,7 @@ from planner.batching.bruteforce import brute_force
 from planner.batching.costmodel import PUBLISHED
 from planner.batching.flow_formulation import applicable
 from planner.batching.problem import BatchingProblem, make_problem
-from planner.batching.solve import solve_batching
+from planner.batching.pipeline import solve_batching
 from planner.errors import PlannerError
 from planner.solver import SolveStatus
 

@@ -10,7 +10,7 @@ import pytest
 from planner.batching.bounds import kv_at_tokens, latency_lower_bound, min_batches, ramp_up_batches
 from planner.batching.bruteforce import brute_force_latency
 from planner.batching.problem import make_problem
-from planner.batching.solve import solve_batching
+from planner.batching.pipeline import solve_batching
 from planner.solver import SolveStatus
 
 

@@ -10,7 +10,7 @@ from planner.batching.orderings import best_ordered_schedule
 from planner.batching.problem import make_problem
 from planner.batching.rollouts import _arrays, _policies, _run, best_rollout_schedule, default_rollouts
 from planner.batching.schedule import Schedule
-from planner.batching.solve import solve_batching
+from planner.batching.pipeline import solve_batching
 from planner.batching.validator import validate_schedule
 from planner.solver import SolveStatus
 
@@ -114,7 +114,7 @@ def test_a_rollout_longer_than_its_buffers_is_dropped_not_written_past_them():
 
 
 def test_searched_results_passed_in_are_used_instead_of_searching_again():
-    from planner.batching.solve import search_heuristic_results
+    from planner.batching.pipeline import search_heuristic_results
 
     problem = make_problem([4, 3, 2], [3, 2, 3], M=10)
     searched = search_heuristic_results(problem, seed=2)

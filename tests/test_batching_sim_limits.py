@@ -13,7 +13,7 @@ from conftest import assert_one_line, run_cli
 from planner.batching.problem import make_problem
 from planner.batching.schedule import Schedule
 from planner.batching.scheduler import PRESETS, WorkLimitError, effective_limits, min_batches, simulate
-from planner.batching.solve import _finish_metrics
+from planner.batching.pipeline import _finish_metrics
 from planner.batching.validator import validate_schedule
 from planner.errors import PlannerError
 

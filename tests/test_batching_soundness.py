@@ -3,7 +3,6 @@ normal form and completion, and repeatable time-limited solves (no wall-clock as
 
 from __future__ import annotations
 
-import importlib
 import math
 from dataclasses import replace
 
@@ -14,15 +13,15 @@ from planner.batching import effort
 from planner.batching.bruteforce import brute_force
 from planner.batching.costmodel import PUBLISHED
 from planner.batching.problem import make_problem
-from planner.batching.solve import heuristic_results, solve_batching
+from planner.batching.pipeline import heuristic_results, solve_batching
 from planner.batching.ttft import complete_schedule, first_token_problem, prefix_batch_bound, ttft_prefix
 from planner.batching.validator import validate_schedule
 from planner.core.agreement import objective_mismatch, reconcile_status
 from planner.core.work import WorkClock
 from planner.solver import SolveStatus
 
-#: the module itself (the package attribute ``planner.batching.solve`` is the public entry function)
-solve_module = importlib.import_module("planner.batching.solve")
+#: the module itself (the package attribute ``planner.batching.pipeline`` is the public entry function)
+from planner.batching import pipeline as solve_module
 
 P70 = PUBLISHED["70b"]
 

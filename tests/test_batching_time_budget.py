@@ -11,7 +11,7 @@ import time
 import pytest
 
 from planner.batching.problem import make_problem
-from planner.batching.solve import solve_batching
+from planner.batching.pipeline import solve_batching
 from planner.batching.staggered import best_staggered, single_prefill_batch_impossible
 from planner.solver import SolveStatus
 
@@ -50,7 +50,7 @@ def test_a_spent_time_limit_still_returns_a_validated_schedule_and_bound():
 def test_presets_after_a_spent_deadline_are_skipped_and_named():
     # heuristic_results runs the first preset whatever the deadline (a plan must exist), then skips the
     # rest once the deadline has passed and lists them; without a deadline every preset runs.
-    from planner.batching.solve import PRESETS, heuristic_results
+    from planner.batching.pipeline import PRESETS, heuristic_results
 
     problem = make_problem([14, 11, 9, 5], [5, 1, 2, 1], M=26)
     skipped: list[str] = []

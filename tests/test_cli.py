@@ -132,7 +132,7 @@ def test_cli_method_and_format_lists_match_the_packages():
 
     assert PRESET_NAMES == tuple(PRESETS)
     from planner.cli import priority as priority_cli
-    from planner.priority import solve as priority_solve
+    from planner.priority import pipeline as priority_solve
 
     assert priority_cli.METHODS == priority_solve.METHODS
     assert priority_cli.EXACT_METHODS == priority_solve.EXACT_METHODS

@@ -157,11 +157,13 @@ def test_heuristic_without_a_plan_is_no_solution():
 # ---- public entry --------------------------------------------------------------------------------
 
 def test_public_entries_are_the_harness_runs():
-    """`planner.deployment.solve` and `planner.deployment.route` are the harnesses' ``run``."""
+    """`planner.deployment.solve` and `planner.deployment.route` run the harnesses' ``run``."""
     import planner.deployment as deployment
     from planner.deployment.harness import HARNESS
     from planner.deployment.routing_harness import HARNESS as ROUTING_HARNESS
 
-    assert deployment.solve is HARNESS.run and deployment.route is ROUTING_HARNESS.run
-    result = deployment.solve(deployment.harness.HARNESS.load(MELANGE), "greedy", RunOptions())
+    problem = HARNESS.load(MELANGE)
+    result = deployment.solve(problem, "greedy", RunOptions())
     assert result.status == SolveStatus.FEASIBLE and result.validation.feasible
+    assert result.objective == HARNESS.run(problem, "greedy", RunOptions()).objective
+    assert callable(deployment.route) and ROUTING_HARNESS.name == "routing"

@@ -7,7 +7,7 @@ from planner.placement.heuristics import HEURISTICS
 from planner.placement.improve import repack
 from planner.placement.instance import load_placement_instance
 from planner.core.contract import RunOptions
-from planner.placement.solve import run_heuristic, solve_placement
+from planner.placement.pipeline import run_heuristic, solve_placement
 
 INSTANCE = REPO / "instances" / "placement" / "sharegpt-70b-a100-decode-n250.yaml"
 

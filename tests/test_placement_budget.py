@@ -30,7 +30,7 @@ from planner.placement.improve import repack
 from planner.placement.instance import load_placement_instance
 from planner.placement.problem import OngoingState
 from planner.core.contract import RunOptions
-from planner.placement.solve import PlacementKnobs, mip_candidates, run_heuristic, solve_placement
+from planner.placement.pipeline import PlacementKnobs, mip_candidates, run_heuristic, solve_placement
 from planner.placement.state import WorkerLoad, first_new_label, ongoing_loads
 from planner.solver import SolveStatus
 

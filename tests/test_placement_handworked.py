@@ -14,7 +14,7 @@ from planner.placement.bounds import lower_bound
 from planner.placement.heuristics import HEURISTICS, best_fit, first_fit_decreasing
 from planner.placement.problem import OngoingState
 from planner.core.contract import RunOptions
-from planner.placement.solve import PlacementKnobs, run_heuristic, solve_placement
+from planner.placement.pipeline import PlacementKnobs, run_heuristic, solve_placement
 from planner.placement.validator import validate_placement
 from planner.solver import SolveStatus
 

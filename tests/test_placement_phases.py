@@ -1,20 +1,19 @@
-"""Placement's MIP pipeline as named phases (`planner.placement.solve.PHASES`) and its public entry."""
+"""Placement's MIP pipeline as named phases (`planner.placement.pipeline.PHASES`) and its public entry."""
 
 from __future__ import annotations
 
-import importlib
 
 import pytest
 from conftest import toy_cost, toy_problem
 
 from planner.core.contract import RunOptions
 from planner.core.phases import phase_names
-from planner.placement.solve import solve
+from planner.placement.pipeline import solve
 from planner.placement.harness import HARNESS
-from planner.placement.solve import PHASES, PlacementKnobs, run_heuristic, solve_placement
+from planner.placement.pipeline import PHASES, PlacementKnobs, run_heuristic, solve_placement
 from planner.solver import SolveStatus
 
-solve_module = importlib.import_module("planner.placement.solve")
+from planner.placement import pipeline as solve_module
 
 
 def test_phase_seconds_are_recorded_in_run_order():

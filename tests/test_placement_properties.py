@@ -21,7 +21,7 @@ from planner.placement.heuristics import HEURISTICS
 from planner.placement.problem import OngoingState
 from planner.placement.solution import PlacementSolution
 from planner.core.contract import RunOptions
-from planner.placement.solve import run_heuristic, solve_placement
+from planner.placement.pipeline import run_heuristic, solve_placement
 from planner.placement.validator import validate_placement
 from planner.solver import SolveStatus
 

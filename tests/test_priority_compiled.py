@@ -20,7 +20,7 @@ from planner.priority.heuristics import (
     temperature_levels,
 )
 from planner.priority.sequence_dp import solve_sequence_dp
-from planner.priority.solve import run_method, to_schedule
+from planner.priority.pipeline import run_method, to_schedule
 from planner.priority.validator import validate_schedule
 
 

@@ -12,7 +12,7 @@ from planner.costmodels.files import default_models_dir, load_cost_model
 from planner.priority.evaluate import FastTables, evaluate, evaluate_orders, g_per_s
 from planner.priority.instance import load_priority_instance
 from planner.priority.problem import InstancePlan, PriorityProblem, PrioritySchedule
-from planner.priority.solve import run_method, to_schedule
+from planner.priority.pipeline import run_method, to_schedule
 from planner.priority.heuristics import Plan
 from planner.priority.validator import validate_schedule
 

@@ -15,7 +15,7 @@ from planner.priority.generator import generate_priority_problem
 from planner.priority.heuristics import fcfs
 from planner.priority.formulation import build_parametric_model, decode_plan, start_lower_bounds_s
 from planner.priority.milp import shortest_total_s, solve_milp, total_latency_lower_bound_s, warm_start_vector
-from planner.priority.solve import run_exhaustive, to_schedule
+from planner.priority.pipeline import run_exhaustive, to_schedule
 from planner.priority.validator import validate_schedule
 
 CASES = [(4, 2, 0), (5, 2, 1), (6, 2, 2), (6, 2, 3), (4, 4, 4), (5, 4, 5), (6, 4, 6), (6, 4, 7)]
@@ -118,7 +118,7 @@ def test_cli_compare_takes_the_exact_method(monkeypatch, capsys):
 
 def test_auto_runs_the_branch_and_bound_and_hybrid_runs_the_milp():
     from planner.errors import PlannerError
-    from planner.priority.solve import best_heuristic_plan, prove_optimum
+    from planner.priority.pipeline import best_heuristic_plan, prove_optimum
 
     small = generate_priority_problem(8, 2, 1, slo_spread=0.5)
     assert prove_optimum(small, best_heuristic_plan(small), time_limit=30.0)[1] == "branch-and-bound"  # small: no bound needed

@@ -17,7 +17,7 @@ from planner.priority.generator import generate_priority_problem
 from planner.priority.heuristics import HEURISTICS, fcfs
 from planner.priority.instance import load_priority_instance
 from planner.priority.multi import assign_instances, token_num
-from planner.priority.solve import run_exhaustive, run_method, run_multi_instance, to_schedule
+from planner.priority.pipeline import run_exhaustive, run_method, run_multi_instance, to_schedule
 from planner.priority.validator import validate_schedule
 
 CASES = [(5, 1, 0), (6, 1, 1), (7, 1, 2), (7, 1, 3), (5, 2, 4), (6, 2, 5), (7, 2, 6), (6, 3, 7), (7, 3, 8),

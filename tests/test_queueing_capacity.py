@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 
 import numpy as np
 import pytest
@@ -11,7 +10,7 @@ from test_queueing_handworked import make_problem
 from planner.core.contract import RunOptions
 from planner.queueing.capacity import capacity_lower_bound, witness_fleet
 from planner.queueing.generator import random_problem
-from planner.queueing.solve import QueueingKnobs, scale_up, solve_milp, solve_queueing
+from planner.queueing.pipeline import QueueingKnobs, scale_up, solve_milp, solve_queueing
 from planner.queueing.validator import validate_assignment
 from planner.solver import SolveStatus
 
@@ -137,7 +136,7 @@ def test_time_limit_is_one_budget_for_the_soft_milp_and_the_scale_up(monkeypatch
     # the soft MILP and the scale-up (capacity bound, witness, MILP) all run.  Every limit handed on is
     # what is left of the caller's 4 s (less as time passes), never a fresh 4 s per MILP: the soft MILP
     # gets SOFT_SHARE of what is left, the capacity bound at most half of the scale-up's part.
-    solve_module = importlib.import_module("planner.queueing.solve")  # the package exports the function `solve`
+    from planner.queueing import pipeline as solve_module
     from planner.queueing import capacity
 
     limits: list[tuple[str, float | None]] = []
@@ -172,7 +171,7 @@ def test_witness_budget_does_not_depend_on_how_long_the_milps_took(monkeypatch):
     # hard and soft MILPs left over — else a slower MILP changes the witness and the reported fleet.
     import time
 
-    solve_module = importlib.import_module("planner.queueing.solve")  # the package exports the function `solve`
+    from planner.queueing import pipeline as solve_module
 
     seen: list[float | None] = []
     real_scale_up, real_milp = solve_module.scale_up, solve_module.solve_milp
@@ -201,7 +200,7 @@ def test_witness_clock_stops_at_the_call_deadline():
     # guard sits at ≤ 1/10 of the budget, so the search cannot run past the deadline.
     import time
 
-    from planner.queueing.solve import WITNESS_SHARE, _witness_clock
+    from planner.queueing.pipeline import WITNESS_SHARE, _witness_clock
 
     clock = _witness_clock(20.0, 10.0, time.perf_counter() + 1.0)
     assert clock.time_limit == 10.0 and clock.guard_share <= 0.1 + 1e-6

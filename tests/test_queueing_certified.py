@@ -14,7 +14,7 @@ from planner.queueing.heuristics import HEURISTICS
 from planner.queueing.local_search import improve_plan
 from planner.queueing.problem import InstanceType, QueueAssignment, QueueingProblem, RequestGroup, VirtualQueue
 from planner.queueing.reduced_slots import build_reduced_slots
-from planner.queueing.solve import QueueingKnobs, solve_queueing
+from planner.queueing.pipeline import QueueingKnobs, solve_queueing
 from planner.queueing.validator import validate_assignment
 from planner.solver import SolveOptions, SolveStatus, solve
 from tests.test_queueing_properties import brute_force, random_tiny

@@ -9,7 +9,7 @@ from planner.core.contract import RunOptions
 from planner.queueing.formulation import build_model
 from planner.queueing.heuristics import edf
 from planner.queueing.problem import InstanceType, QueueAssignment, QueueingProblem, RequestGroup, VirtualQueue
-from planner.queueing.solve import QueueingKnobs, run_heuristic, scale_up, solve_queueing
+from planner.queueing.pipeline import QueueingKnobs, run_heuristic, scale_up, solve_queueing
 from planner.queueing.validator import validate_assignment
 from planner.solver import SolveStatus, solve
 

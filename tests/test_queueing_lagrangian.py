@@ -99,7 +99,7 @@ def test_lagrangian_bound_is_below_every_validated_plan_and_deterministic():
 
 
 def test_certified_pipeline_uses_the_lagrangian_when_it_is_tighter():
-    from planner.queueing.solve import solve_queueing
+    from planner.queueing.pipeline import solve_queueing
 
     problem = random_problem(30, 2, seed=1)  # two queues, tight SLOs: the assignment bound leaves a gap
     result = solve_queueing(problem, RunOptions(time_limit=2.0, threads=1))

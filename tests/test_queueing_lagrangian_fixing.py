@@ -15,7 +15,7 @@ from planner.queueing.lagrangian import deadline_lagrangian_bound, relaxation_se
 from planner.queueing.lagrangian_fixing import _range_minimum, lagrangian_reduced_costs
 from planner.queueing.local_search import improve_plan
 from planner.queueing.problem import QueueAssignment
-from planner.queueing.solve import run_heuristic
+from planner.queueing.pipeline import run_heuristic
 from planner.queueing.validator import validate_assignment
 from tests.test_queueing_certified import busy_tiny
 from tests.test_queueing_properties import random_tiny
@@ -118,7 +118,7 @@ def test_repaired_relaxation_plan_is_validated_and_better(seed):
 
 
 def test_pipeline_with_the_relaxation_plan_is_deterministic_and_validated():
-    from planner.queueing.solve import solve_queueing
+    from planner.queueing.pipeline import solve_queueing
 
     problem = random_problem(50, 4, seed=0)  # the repaired assignment-relaxation plan closes the gap here
     first = solve_queueing(problem, RunOptions(threads=1))

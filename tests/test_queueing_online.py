@@ -9,7 +9,7 @@ from planner.core.contract import RunOptions
 from planner.queueing.evaluator import EstimatorEvaluator, SimulatorEvaluator
 from planner.queueing.heuristics import edf
 from planner.queueing.problem import InstanceType, QueueingProblem, RequestGroup, VirtualQueue
-from planner.queueing.solve import QueueingKnobs, solve_queueing
+from planner.queueing.pipeline import QueueingKnobs, solve_queueing
 from planner.queueing.trigger import replay_trace
 
 

@@ -1,4 +1,4 @@
-"""Queueing's pipelines as named phases (`planner.queueing.solve.PHASES`, `planner.queueing.certified.PHASES`)
+"""Queueing's pipelines as named phases (`planner.queueing.pipeline.PHASES`, `planner.queueing.certified.PHASES`)
 and the family's public entry."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from planner.errors import PlannerError
 from planner.queueing import certified
 from planner.queueing.generator import random_problem
 from planner.queueing.harness import HARNESS
-from planner.queueing.solve import PHASES, QueueingKnobs, run_heuristic, solve, solve_queueing
+from planner.queueing.pipeline import PHASES, QueueingKnobs, run_heuristic, solve, solve_queueing
 from planner.solver import SolveStatus
 
 SLOTS = QueueingKnobs(formulation="slots")

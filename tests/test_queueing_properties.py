@@ -10,7 +10,7 @@ import pytest
 from planner.core.contract import RunOptions
 from planner.queueing.heuristics import HEURISTICS
 from planner.queueing.problem import InstanceType, QueueAssignment, QueueingProblem, RequestGroup, VirtualQueue
-from planner.queueing.solve import QueueingKnobs, solve_queueing
+from planner.queueing.pipeline import QueueingKnobs, solve_queueing
 from planner.queueing.validator import validate_assignment
 from planner.solver import SolveStatus
 

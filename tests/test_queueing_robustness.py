@@ -24,7 +24,7 @@ from planner.queueing.heuristics import HEURISTICS
 from planner.queueing.instance import MAX_CELLS, MAX_GROUPS, MAX_INSTANCES, load_queueing_instance
 from planner.queueing.local_search import improve_plan
 from planner.queueing.problem import InstanceType, QueueingProblem
-from planner.queueing.solve import QueueingKnobs, hopeless_groups, milp_out_of_time, solve_queueing
+from planner.queueing.pipeline import QueueingKnobs, hopeless_groups, milp_out_of_time, solve_queueing
 from planner.queueing.validator import validate_assignment
 from planner.solver import SolveStatus
 from tests.test_queueing_cli import INSTANCE, _instance, run

@@ -384,7 +384,7 @@ def _harness_case(family: str, instance: Path):
 
 def _batching_case(formulation: str):
     from planner.batching.problem import make_problem
-    from planner.batching.solve import solve_batching
+    from planner.batching.pipeline import solve_batching
 
     problem = make_problem([2, 1, 3], [2, 3, 1], M=6)
 
@@ -395,7 +395,7 @@ def _batching_case(formulation: str):
 
 def _priority_case():
     from planner.priority.instance import load_priority_instance
-    from planner.priority.solve import run_exact
+    from planner.priority.pipeline import run_exact
 
     problem = load_priority_instance(REPO / "instances/priority/fig4_toy.yaml")
 

@@ -6,7 +6,6 @@ queueing, placement).  Small instances and generous hang guards: no speed is ass
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import math
 import subprocess
@@ -16,7 +15,7 @@ import numpy as np
 import pytest
 
 from planner.core.contract import RunOptions
-from planner.queueing.solve import QueueingKnobs
+from planner.queueing.pipeline import QueueingKnobs
 from planner.core.work import WorkClock
 from planner.deployment import cost_solve, routing_solve
 from planner.deployment.cost_solve import (
@@ -174,7 +173,7 @@ def test_queueing_result_carries_a_bound_when_the_assignment_bounds_are_too_larg
     result still carries a valid bound (the pooled bound), never null."""
     from planner.queueing import bounds, certified
     from planner.queueing.generator import random_problem
-    from planner.queueing.solve import solve_queueing
+    from planner.queueing.pipeline import solve_queueing
 
     problem = random_problem(40, 3, seed=1)
     monkeypatch.setattr(bounds, "MAX_CELLS", 10)  # both assignment bounds refuse
@@ -189,7 +188,7 @@ def test_queueing_result_carries_a_bound_when_the_assignment_bounds_are_too_larg
 
 
 def test_queueing_milp_objective_disagreeing_with_the_validator_is_not_optimal(monkeypatch):
-    queueing_solve = importlib.import_module("planner.queueing.solve")  # the package exports the function `solve`
+    from planner.queueing import pipeline as queueing_solve
     from tests.test_queueing_properties import random_tiny
 
     problem = random_tiny(3).with_objective("total_lateness")
@@ -214,7 +213,7 @@ def test_queueing_milp_objective_disagreeing_with_the_validator_is_not_optimal(m
 
 def test_priority_exact_repeats_and_bounds_under_a_nominal_budget():
     from planner.priority.generator import generate_priority_problem
-    from planner.priority.solve import run_exact
+    from planner.priority.pipeline import run_exact
 
     problem = generate_priority_problem(14, 3, seed=2)
     optimum = run_exact(problem).objective  # proven (no limit)
@@ -248,7 +247,7 @@ def test_priority_milp_objective_disagreeing_with_the_validator_is_not_proven(mo
 
 def test_placement_mip_objective_disagreeing_with_the_validator_is_not_optimal(monkeypatch):
     from conftest import toy_problem
-    placement_solve = importlib.import_module("planner.placement.solve")  # the package exports the function `solve`
+    from planner.placement import pipeline as placement_solve
 
     problem = toy_problem([(500, 5)] * 3, ttft=1.0, mode="colocated", gpu_memory_gb=10.0)
     honest = placement_solve.solve_placement(problem)

@@ -3,7 +3,7 @@
 Setting of the paper's §4.5 experiment: B = 4 requests, all with input I and output O = 4, KV budget
 M = max(2I, I + O − 1) (two prefills fit, only one request can keep its KV to the last token),
 C = 4096; I swept.  For each I both presets (`vllm`, `vllm-ef`) are simulated and their schedules
-re-scored by the independent validator (`planner.batching.solve.run_scheduler`); the objective is
+re-scored by the independent validator (`planner.batching.pipeline.run_scheduler`); the objective is
 total latency.  The crossover is the first I of the sweep at which the eviction-free schedule is
 no slower.  The paper states it for its CSP optimum and for vLLM: evictions for I < 128, none for
 I ≥ 128 (its sweep is in powers of two).
@@ -34,7 +34,7 @@ from results_paths import add_output_options, command_args, output_path  # noqa:
 
 from planner.batching.costmodel import PUBLISHED, load_infermax_model  # noqa: E402
 from planner.batching.problem import make_problem  # noqa: E402
-from planner.batching.solve import run_scheduler  # noqa: E402
+from planner.batching.pipeline import run_scheduler  # noqa: E402
 
 COEFFICIENTS = ("a_o", "b_o", "a_p", "b_p", "s_p", "a_d", "b_d", "s_d")
 DEFAULT_INPUTS = "1,2,4,8,16,24,32,40,48,56,64,80,96,112,128,160,192,256,512,1024"

@@ -37,7 +37,7 @@ from results_paths import add_output_options, output_path  # noqa: E402
 
 from planner.priority.generator import generate_priority_problem  # noqa: E402
 from planner.priority.heuristics import HEURISTICS  # noqa: E402
-from planner.priority.solve import prove_optimum  # noqa: E402
+from planner.priority.pipeline import prove_optimum  # noqa: E402
 
 SETTINGS = {
     "paper": dict(b_maxes=[1], spreads=[0.0],

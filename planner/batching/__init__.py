@@ -9,8 +9,8 @@ Public API (also used by other families, e.g. queueing):
   (`scheduler.py`): per-request TTFT/TPOT/E2E table, totals, KV usage over time, the schedule.
 * `validate_schedule(problem, schedule) -> ValidationReport` (`validator.py`).
 * `solve(problem, method, options: RunOptions) -> Result` — the public entry (the harness's ``run``):
-  ``mip``, a searched heuristic or a preset; `solve_batching(problem, ...) -> Result` (`solve.py`, the
-  exact pipeline, phase by phase: `solve.MIP_PHASES`), `run_scheduler(problem, name) -> Result`.
+  ``mip``, a searched heuristic or a preset; `solve_batching(problem, ...) -> Result` (`pipeline.py`, the
+  exact pipeline, phase by phase: `pipeline.MIP_PHASES`), `run_scheduler(problem, name) -> Result`.
 
 MIP models: `flow_formulation.py` (per-request time-expanded paths; the default for offline latency
 instances where its dominance conditions hold) and `formulation.py` (the §3.3 big-M model, used
@@ -20,9 +20,25 @@ warm-start schedule; `bounds.py` the combinatorial lower bound; `bruteforce.py` 
 of the tests; `effort.py` the nominal seconds that make a time-limited solve repeatable.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from planner.batching.costmodel import InferMaxCostModel
 from planner.batching.problem import BatchingProblem
 from planner.batching.schedule import Schedule
-from planner.batching.harness import solve
+
+if TYPE_CHECKING:
+    from planner.core.contract import RunOptions
+    from planner.core.result import Result
 
 __all__ = ["BatchingProblem", "InferMaxCostModel", "Schedule", "solve"]
+
+
+def solve(problem: Any, method: str, options: RunOptions | None = None) -> Result:
+    """The family's public entry: ``mip``, a searched heuristic or a preset (`planner.batching.harness.solve`;
+    imported on first use, so that importing the package stays light)."""
+    from planner.batching.harness import solve as run
+    from planner.core.contract import RunOptions
+
+    return run(problem, method, options if options is not None else RunOptions())

@@ -1,6 +1,6 @@
 """Nominal seconds of the batching pipeline's phases (deterministic effort, `planner.core.work`).
 
-`planner.batching.solve.solve_batching` spends its time limit on a `WorkClock` charged with these
+`planner.batching.pipeline.solve_batching` spends its time limit on a `WorkClock` charged with these
 estimates, computed from sizes and work counts only (never from the wall clock), so that the phases
 it runs or skips and the effort each one gets — presets, request-order search, rollouts, lazy
 staggered plans, the single-prefill test, the MIP and its node limit — are the same on every run with

@@ -9,7 +9,7 @@ from planner.batching.instance import load_batching_instance
 from planner.batching.problem import BatchingProblem
 from planner.batching.schedule import Schedule
 from planner.batching.scheduler import PRESETS
-from planner.batching.solve import FAMILY, SEARCHED, run_scheduler, search_heuristic_results, solve_batching
+from planner.batching.pipeline import FAMILY, SEARCHED, run_scheduler, search_heuristic_results, solve_batching
 from planner.batching.validator import validate_schedule
 from planner.core.contract import FamilyHarness, RunOptions
 from planner.core.result import Result

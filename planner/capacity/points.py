@@ -80,7 +80,7 @@ from planner.fleet.result import FleetResult
 from planner.placement.bounds import lower_bound
 from planner.placement.problem import PlacementOptions, PlacementProblem
 from planner.placement.solution import PlacementSolution
-from planner.placement.solve import PlacementKnobs, run_heuristic, solve_placement
+from planner.placement.pipeline import PlacementKnobs, run_heuristic, solve_placement
 from planner.placement.validator import validate_placement
 from planner.workloads.lengths import LengthDistribution
 from planner.workloads.streams import poisson_workload

@@ -183,7 +183,7 @@ def simulate_batching_cmd(
 
     A deterministic replay without a solver: no --solver, --threads, --time-limit or --seed."""
     from planner.batching.scheduler import MAX_LIMIT, WorkLimitError, preset_config
-    from planner.batching.solve import run_scheduler
+    from planner.batching.pipeline import run_scheduler
 
     for flag, value in (("--max-batch-tokens", C), ("--max-prefill-tokens", P), ("--kv-tokens", M),
                         ("--max-running", R_max)):
@@ -229,7 +229,7 @@ def solve_batching_cmd(
 
     started = perf_counter()  # --time-limit counts from here: loading the instance is part of the call
     from planner.batching.scheduler import preset_config
-    from planner.batching.solve import solve_batching
+    from planner.batching.pipeline import solve_batching
     from planner.solver import SolveStatus, check_solver_name
 
     check_solver_name(solver)
@@ -275,7 +275,7 @@ def compare_batching_cmd(
     from dataclasses import replace
 
     from planner.batching.harness import HARNESS
-    from planner.batching.solve import FORMULATIONS, lower_bound, solve_batching
+    from planner.batching.pipeline import FORMULATIONS, lower_bound, solve_batching
     from planner.cli.comparing import CompareProgress, comparison_payload, comparison_table, emit, exact_line
     from planner.compare import compare
     from planner.harness import RunOptions

@@ -95,7 +95,7 @@ def solve_placement_cmd(
     """Solve the Aladdin placement MIP of one heartbeat to proven optimality."""
     from planner.placement.instance import load_placement_instance
     from planner.core.contract import RunOptions
-    from planner.placement.solve import PlacementKnobs, solve_placement
+    from planner.placement.pipeline import PlacementKnobs, solve_placement
     from planner.solver import SolveStatus
 
     started = start_run(solver=solver, time_limit=time_limit, threads=threads, output=output, force=force)

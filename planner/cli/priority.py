@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from planner.core.result import Result
     from planner.priority.problem import PriorityProblem
 
-#: ``planner.priority.solve.METHODS`` and ``EXACT_METHODS``, spelled out so that building the CLI does not
+#: ``planner.priority.pipeline.METHODS`` and ``EXACT_METHODS``, spelled out so that building the CLI does not
 #: import the priority package (tests/test_cli.py checks they agree).
 METHODS = ("exact", "sa", "exhaustive", "fcfs", "spf", "edf")
 EXACT_METHODS = ("auto", "bnb", "milp", "hybrid")
@@ -110,7 +110,7 @@ def solve_priority_cmd(
 
     --time-limit covers the whole call (exact / exhaustive) and is spent in nominal seconds, so the same seed
     repeats; --solver and --threads solve the MILP of --formulation milp/hybrid (one thread by default)."""
-    from planner.priority.solve import run_method, run_multi_instance
+    from planner.priority.pipeline import run_method, run_multi_instance
     from planner.solver import SolveStatus
 
     if method not in METHODS:
@@ -157,7 +157,7 @@ def compare_priority_cmd(
     from planner.compare import compare
     from planner.harness import RunOptions
     from planner.priority.harness import HARNESS
-    from planner.priority.solve import run_method
+    from planner.priority.pipeline import run_method
 
     _check_exact_method(exact_method)
     start_run(solver=solver, time_limit=time_limit, threads=threads, output=output, force=force)

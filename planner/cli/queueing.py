@@ -44,7 +44,7 @@ def _load(instance: Path, objective: str | None, deadline: str | None):
 
 
 def _check(time_limit: float | None, formulation: str, solver: str, threads: int | None = None) -> None:
-    from planner.queueing.solve import FORMULATIONS
+    from planner.queueing.pipeline import FORMULATIONS
     from planner.solver import check_solver_name
 
     check_solver_name(solver)
@@ -72,7 +72,7 @@ def solve_queueing_cmd(
     """Order the virtual queues with the QLM MILP; soft version and scale-up when SLOs cannot be met."""
     from planner.core.contract import RunOptions
     from planner.queueing.evaluator import EstimatorEvaluator
-    from planner.queueing.solve import QueueingKnobs, solve_queueing
+    from planner.queueing.pipeline import QueueingKnobs, solve_queueing
     from planner.solver import SolveStatus
 
     _check(time_limit, formulation, solver, threads)
@@ -155,7 +155,7 @@ def compare_queueing_cmd(
     from planner.harness import RunOptions
     from planner.queueing.evaluator import EVALUATORS
     from planner.queueing.harness import HARNESS
-    from planner.queueing.solve import QueueingKnobs, precheck, run_heuristic, solve_queueing
+    from planner.queueing.pipeline import QueueingKnobs, precheck, run_heuristic, solve_queueing
     from planner.queueing.validator import validate_assignment
     from planner.solver import SolveStatus
 

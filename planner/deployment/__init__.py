@@ -23,10 +23,29 @@ Public entries (the families' `planner.core.contract.FamilyHarness.run`):
   ``method`` is ``milp`` or a router of `routing.ROUTERS`.
 """
 
-from planner.deployment.harness import HARNESS as _HARNESS
-from planner.deployment.routing_harness import HARNESS as _ROUTING_HARNESS
+from __future__ import annotations
 
-solve = _HARNESS.run
-route = _ROUTING_HARNESS.run
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from planner.core.contract import RunOptions
+    from planner.core.result import Result
 
 __all__ = ["route", "solve"]
+
+
+def solve(problem: Any, method: str, options: RunOptions | None = None) -> Result:
+    """A cost plan or a mixed fleet for request classes (`planner.deployment.harness.HARNESS`'s ``run``;
+    imported on first use, so that importing the package stays light)."""
+    from planner.core.contract import RunOptions
+    from planner.deployment.harness import HARNESS
+
+    return HARNESS.run(problem, method, options if options is not None else RunOptions())
+
+
+def route(problem: Any, method: str, options: RunOptions | None = None) -> Result:
+    """A routing of one request batch (`planner.deployment.routing_harness.HARNESS`'s ``run``)."""
+    from planner.core.contract import RunOptions
+    from planner.deployment.routing_harness import HARNESS
+
+    return HARNESS.run(problem, method, options if options is not None else RunOptions())

@@ -1,6 +1,6 @@
 """Nominal seconds of the placement pipeline's phases (deterministic effort, `planner.core.work`).
 
-`planner.placement.solve.solve_placement` spends its time limit on a `WorkClock` charged with these
+`planner.placement.pipeline.solve_placement` spends its time limit on a `WorkClock` charged with these
 estimates, computed from sizes and work counts only, so that the phases it runs or skips — the second
 greedy heuristic, the repacking LNS's rounds, the MIP — are the same on every run with the same input,
 seed and time limit:

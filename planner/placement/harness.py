@@ -9,7 +9,7 @@ from planner.placement.heuristics import HEURISTICS
 from planner.placement.instance import load_placement_instance
 from planner.placement.problem import PlacementProblem
 from planner.placement.solution import PlacementSolution
-from planner.placement.solve import solve
+from planner.placement.pipeline import solve
 from planner.placement.validator import validate_placement
 
 

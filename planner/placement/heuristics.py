@@ -175,7 +175,7 @@ def _smallest_pool(problem: PlacementProblem, method: str, make_chooser: Callabl
                    budget: Budget | None = None) -> PlacementSolution:
     """The smallest pool, from the lower bound up, on which the routing meets every constraint.
 
-    With a ``budget`` (`planner.placement.solve.solve` under a time limit), each pool size tried is charged
+    With a ``budget`` (`planner.placement.pipeline.solve` under a time limit), each pool size tried is charged
     `effort.pool_attempt_seconds` of its counted work, and the search stops — `SearchStopped` —
     when the next size (estimated as the last one) would not fit: deterministic, like the counts.
     """

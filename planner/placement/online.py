@@ -84,7 +84,7 @@ from planner.errors import InfeasibleError, PlannerError
 from planner.placement.heuristics import CONSTRAINT_AWARE, HEURISTICS, best_fit
 from planner.placement.problem import OngoingState, PlacementOptions, PlacementProblem
 from planner.placement.solution import PlacementSolution
-from planner.placement.solve import solve_placement
+from planner.placement.pipeline import solve_placement
 from planner.placement.state import WorkerLoad, ongoing_loads
 from planner.placement.validator import validate_placement
 from planner.workloads.lengths import LengthDistribution

@@ -1,6 +1,6 @@
 """Nominal seconds of the exact priority pipeline (deterministic effort, `planner.core.work`).
 
-`planner.priority.solve.run_exact` spends a time limit on a `WorkClock` charged with these estimates,
+`planner.priority.pipeline.run_exact` spends a time limit on a `WorkClock` charged with these estimates,
 computed from sizes and work counts only, so the phases it runs, the local search's passes, the
 Lagrangian's steps and the branch-and-bound's nodes are the same on every run with the same input,
 seed and time limit:

@@ -1,6 +1,6 @@
 """Exact optimum of G = n / t: branch-and-bound on batch sequences with a rising ratio λ.
 
-(At b_max = 1 and N ≤ 20, `planner.priority.solve.prove_optimum` runs the compiled subset DP of
+(At b_max = 1 and N ≤ 20, `planner.priority.pipeline.prove_optimum` runs the compiled subset DP of
 `planner.priority.sequence_dp` instead — ~20× faster at N = 10; this search covers the rest.)
 
 Why this method (and not a MIP).  G is a ratio of an integer count and a sum of latencies whose

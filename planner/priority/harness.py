@@ -12,7 +12,7 @@ from planner.core.contract import FamilyHarness
 from planner.priority.heuristics import HEURISTICS
 from planner.priority.instance import load_priority_instance
 from planner.priority.problem import PriorityProblem, PrioritySchedule
-from planner.priority.solve import solve
+from planner.priority.pipeline import solve
 from planner.priority.validator import validate_schedule
 
 

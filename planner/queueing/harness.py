@@ -11,7 +11,7 @@ from planner.core.contract import FamilyHarness
 from planner.queueing.heuristics import HEURISTICS
 from planner.queueing.instance import load_queueing_instance
 from planner.queueing.problem import QueueAssignment, QueueingProblem
-from planner.queueing.solve import solve
+from planner.queueing.pipeline import solve
 from planner.queueing.validator import validate_plan
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from planner.core.contract import RunOptions
 from planner.queueing.problem import QueueingProblem, RequestGroup, VirtualQueue
-from planner.queueing.solve import QueueingKnobs, solve_queueing
+from planner.queueing.pipeline import QueueingKnobs, solve_queueing
 
 POLICIES = ("qlm", "edf", "fcfs")
 
