@@ -24,7 +24,7 @@ Evidence for the rule (docs/papers.md): the same rule applied 7B -> 70B (a 10x e
 its errors are largest) against a Vidur fit of Llama-2-70B (same source and method as the 7B file)
 gives coefficient ratios within the spread measured across TP degrees; for 13B the scalings are
 only 1.25-1.93x.  Not modelled: different per-GPU shard shapes (matrix-multiply efficiency).
-Re-run after refitting the 7B files (models/fit_models.sh); tests/test_papers_inputs.py checks
+Re-run after refitting the 7B files (models/fit_models.sh); tests/docs/test_papers_inputs.py checks
 that the shipped 13B files equal what this script derives from the shipped 7B files.
 
 Run from the repository root:  python models/derive_llama2_13b.py [--check]

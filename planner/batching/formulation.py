@@ -49,7 +49,7 @@ leave the LP relaxation free to make c, d, dg, w fractional, so its bound was fa
 combinatorial one (B=8 benchmark: 0.199 s vs 0.216 s).  The cuts put the combinatorial facts of
 `planner.batching.bounds` into the model — per-request work, least batch / prefill-batch counts,
 limits charged to used batches, memory cliques — each valid for every schedule (argued in its
-``define_*`` docstring, checked at every preset's schedule in tests/test_batching_cuts.py).
+``define_*`` docstring, checked at every preset's schedule in tests/batching/test_batching_cuts.py).
 """
 
 from __future__ import annotations
@@ -329,7 +329,7 @@ def define_cost_terms(mb, problem, v: BatchVars, J: int) -> None:
 # ---- valid inequalities (not needed for correctness; they only tighten the LP relaxation) ------
 # Each is satisfied by the column vector of every schedule (`warm_start_vector`), which is the
 # "canonical" MIP point of the schedule: no empty batch in the middle, finished requests released
-# by a cost-free eviction in the next batch.  tests/test_batching_cuts.py checks exactly that.
+# by a cost-free eviction in the next batch.  tests/batching/test_batching_cuts.py checks exactly that.
 
 
 def define_request_work_cuts(mb, problem, v: BatchVars, J: int) -> None:

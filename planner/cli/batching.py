@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from planner.solver import SolveStatus
 
 #: ``planner.batching.scheduler.PRESETS`` by name, spelled out so that building the CLI does not import
-#: the batching package (tests/test_cli.py checks the two agree).
+#: the batching package (tests/cli/test_cli.py checks the two agree).
 PRESET_NAMES = ("vllm", "sarathi", "sarathi-pc", "sarathi-nocp", "vllm-hy", "sarathi-nohy", "vllm-ef", "sarathi-ef",
                 "sarathi-pc-ef", "sarathi-nocp-ef", "vllm-hy-ef", "sarathi-nohy-ef")
 SCHEDULERS = ", ".join(PRESET_NAMES)

@@ -25,7 +25,7 @@ SOLVER_HELP = ("MIP solver: highs (default, no license), cbc (bundled with PuLP,
 
 # The options the commands share (docs/cli.md), declared once.  Use them as annotations with the default in
 # the signature, e.g. ``solver: SolverOption = "highs"``, ``time_limit: TimeLimitOption = TIME_LIMIT_S``;
-# tests/test_cli_grammar.py checks that every command gives a shared option the same name, help and default.
+# tests/cli/test_cli_grammar.py checks that every command gives a shared option the same name, help and default.
 #: The one default of --time-limit (seconds) on every command that runs a solver.
 TIME_LIMIT_S = 60.0
 SolverOption = Annotated[str, typer.Option(help=SOLVER_HELP)]

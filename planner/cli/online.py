@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from planner.core.types import Workload
 
 #: ``planner.placement.heuristics.HEURISTICS`` and the MIP, spelled out so that building the CLI does not
-#: import the placement package (tests/test_cli.py checks the two lists agree).
+#: import the placement package (tests/cli/test_cli.py checks the two lists agree).
 METHODS = ("best_fit", "first_fit_decreasing", "jsq", "power_of_two", "round_robin", "mip")
 #: ``planner.workloads.lengths.TRACE_FORMATS`` (same check).
 TRACE_FORMATS = ("sharegpt", "azure", "mooncake")

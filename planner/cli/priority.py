@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from planner.priority.problem import PriorityProblem
 
 #: ``planner.priority.pipeline.METHODS`` and ``EXACT_METHODS``, spelled out so that building the CLI does not
-#: import the priority package (tests/test_cli.py checks they agree).
+#: import the priority package (tests/cli/test_cli.py checks they agree).
 METHODS = ("exact", "sa", "exhaustive", "fcfs", "spf", "edf")
 EXACT_METHODS = ("auto", "bnb", "milp", "hybrid")
 

@@ -8,7 +8,7 @@ the P limit, token budget C, KV limit M in tokens, R_max, recompute eviction LIF
 ``-ef`` variants that reserve I + O − 1 at admission) under its `LinearBatchCost` (or `BatchTimeCost`:
 `planner.fleet.costs`), in a compiled
 kernel (`planner.fleet._kernel`).  With one worker and the presets' limits it reproduces
-``simulate``'s schedule (per-request first-token and finish times, batch count; tests/test_fleet_engine.py).
+``simulate``'s schedule (per-request first-token and finish times, batch count; tests/fleet/test_fleet_engine.py).
 Stretches of identical pure-decode batches (no waiting request, nothing can change the batch before
 the next completion, KV exhaustion or routing instant) are run in one pass with the same arithmetic as
 one by one (bit-identical to ``fuse_decodes=False``); ``simulate`` fuses its own stretches differently
@@ -86,7 +86,7 @@ def simulate_fleet(
     or a list of specs (a mixed fleet; ``n_workers`` must then be None or its length).  ``ttft_s`` /
     ``tpot_s``: the SLOs (used by the ``aladdin`` router and as the result's default SLOs).
     ``fuse_decodes``: run stretches of identical pure-decode batches in one pass (`_kernel._fused_decodes`;
-    bit-identical results, tests/test_fleet_engine.py checks it); False forms every batch with the full rule.
+    bit-identical results, tests/fleet/test_fleet_engine.py checks it); False forms every batch with the full rule.
     ``request_groups`` / ``worker_groups``: restrict each request to its group's workers (module docstring,
     Groups); give both or neither."""
     from planner.fleet._kernel import ALADDIN, JSQ, LEAST_KV, ROUND_ROBIN, run_fleet  # lazy: numba

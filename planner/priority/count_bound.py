@@ -23,7 +23,7 @@ meets at s·Δ] ≥ the SLOs the batch really meets, while needing fewer SLOs la
 uses each job once, so n₀ − λ·t ≤ V(n₀, μ) for every μ (the root's μ is used).  Hence
 G* ≤ max(λ, max over n ≥ 1 of n·λ / (n − V(n))), valid whatever the search does (+∞ if some reachable
 n has V(n) ≥ n).  The token capacity (Eq. 20) is ignored: a relaxation.  Tested against complete
-enumeration (tests/test_priority_count_bound.py).
+enumeration (tests/priority/test_priority_count_bound.py).
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ all 24 can meet), and "at most k_τ(T) distinct jobs of T start by τ" cuts (T =
 execution-time threshold, k_τ from the batched shortest-first bound in bucket arithmetic) move the LP
 0.801 → 0.795 (seed 0), 0.507 → 0.507 (seed 1), 0.188 → 0.146 (seed 2) at b_max = 2 and
 0.828 → 0.828 (seed 0) at b_max = 4.  The gap is the count–latency trade-off under non-elementary paths,
-which robust cuts do not see.  Tested against complete enumeration (tests/test_priority_lagrangian.py).
+which robust cuts do not see.  Tested against complete enumeration (tests/priority/test_priority_lagrangian.py).
 """
 
 from __future__ import annotations
