@@ -26,7 +26,7 @@ from planner.cli.common import (
     out,
     print_cost_caveats,
 )
-from planner.cli.common import TIME_LIMIT_S, TimeLimitOption, emit, run_progress
+from planner.cli.common import TIME_LIMIT_S, TimeLimitOption, emit, run_progress, start_run
 from planner.errors import InfeasibleError, InputError, PlannerError
 
 if TYPE_CHECKING:
@@ -276,17 +276,13 @@ def compare_batching_cmd(
 
     from planner.batching.harness import HARNESS
     from planner.batching.pipeline import FORMULATIONS, lower_bound, solve_batching
-    from planner.cli.comparing import CompareProgress, comparison_payload, comparison_table, emit, exact_line
-    from planner.compare import compare
+    from planner.cli.comparing import CompareView, run_comparison, show_comparison
     from planner.harness import RunOptions
-    from planner.solver import check_solver_name
 
-    check_solver_name(solver)
-    check_run_options(time_limit, threads)
     _check_max_work(max_work)
     if formulation not in FORMULATIONS:
         raise PlannerError(f"--formulation must be one of {', '.join(FORMULATIONS)}, got {formulation!r}")
-    check_out(output, force)
+    start_run(solver=solver, time_limit=time_limit, threads=threads, output=output, force=force)
     problem = _load(instance)
     _check_work(instance, problem, max_work)
     methods = HARNESS.heuristics + (() if no_mip else (HARNESS.exact_method,))
@@ -297,9 +293,8 @@ def compare_batching_cmd(
         return solve_batching(p, solver=options.solver, time_limit=options.time_limit, threads=options.threads,
                               seed=options.seed, formulation=formulation)
 
-    with CompareProgress(" s") as progress:
-        comparison = compare(problem, replace(HARNESS, run=run), methods, RunOptions(solver, time_limit, threads, seed),
-                             progress)
+    comparison = run_comparison(problem, replace(HARNESS, run=run), RunOptions(solver, time_limit, threads, seed), " s",
+                                methods)
     cost = cost_models_of(problem)[0]
     bound = lower_bound(problem)
 
@@ -307,23 +302,22 @@ def compare_batching_cmd(
         sol = row.result.solution if row.result is not None else None
         return None if sol is None else sol.metrics.get(key)
 
-    def extras(row):  # noqa: ANN001, ANN202
-        return {key: metric(row, key) for key in ("tokens_per_second", "mean_ttft", "mean_tpot", "evictions", "batches")}
+    def after() -> None:
+        out.print(f"combinatorial lower bound: {fmt(bound, 6)} s")
+        stuck = [row.method for row in comparison.rows if row.status == "infeasible" and row.kind == "heuristic"]
+        if stuck:
+            out.print("presets that cannot finish this instance: " + ", ".join(stuck))
 
-    payload = comparison_payload(instance, problem.name, comparison, extras, lower_bound=bound,
-                                 cost_model_caveats=cost_model_caveats(cost))
-    if emit(payload, json_out, output, force):
-        return
-    columns = [("latency (s)", lambda r: fmt(r.objective, 6)), ("tokens/s", lambda r: fmt(metric(r, "tokens_per_second"), 4)),
-               ("TTFT (s)", lambda r: fmt(metric(r, "mean_ttft"), 5)), ("TPOT (s)", lambda r: fmt(metric(r, "mean_tpot"), 5)),
-               ("evictions", lambda r: fmt(metric(r, "evictions"))), ("batches", lambda r: fmt(metric(r, "batches")))]
-    out.print(comparison_table(comparison, f"Batching compare: {problem.name}", columns, " s"))
-    exact_line(comparison, " s")
-    out.print(f"combinatorial lower bound: {fmt(bound, 6)} s")
-    stuck = [row.method for row in comparison.rows if row.status == "infeasible" and row.kind == "heuristic"]
-    if stuck:
-        out.print("presets that cannot finish this instance: " + ", ".join(stuck))
-    print_cost_caveats(cost)
+    view = CompareView(
+        title=f"Batching compare: {problem.name}", unit=" s",
+        columns=[("latency (s)", lambda r: fmt(r.objective, 6)),
+                 ("tokens/s", lambda r: fmt(metric(r, "tokens_per_second"), 4)),
+                 ("TTFT (s)", lambda r: fmt(metric(r, "mean_ttft"), 5)), ("TPOT (s)", lambda r: fmt(metric(r, "mean_tpot"), 5)),
+                 ("evictions", lambda r: fmt(metric(r, "evictions"))), ("batches", lambda r: fmt(metric(r, "batches")))],
+        extras=lambda r: {key: metric(r, key) for key in ("tokens_per_second", "mean_ttft", "mean_tpot", "evictions",
+                                                          "batches")},
+        fields={"lower_bound": bound}, cost_models=[cost], caveats=cost_model_caveats(cost), after=after)
+    show_comparison(instance, problem.name, comparison, view, json_out=json_out, output=output, force=force)
 
 
 def register(groups: CommandGroups) -> None:

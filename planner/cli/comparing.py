@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -12,10 +13,11 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from planner.cli.common import err, fmt, fmt_gap, out, to_json, write_output
+from planner.cli.common import err, fmt, fmt_gap, out, print_cost_caveats, to_json, write_output
 
 if TYPE_CHECKING:
     from planner.compare import Comparison, ComparisonRow, MethodEvent
+    from planner.core.contract import FamilyHarness, RunOptions
 
 #: A family column: header and the cell of one row.
 Column = tuple[str, Callable[["ComparisonRow"], str]]
@@ -129,3 +131,43 @@ def exact_line(comparison: Comparison, unit: str = "") -> None:
                   highlight=False, markup=False)
     if row.status == "error" and row.message:
         err.print(row.message, highlight=False, markup=False)
+
+
+def run_comparison(problem: Any, harness: FamilyHarness, options: RunOptions, unit: str = "",
+                   methods: Sequence[str] | None = None) -> Comparison:
+    """`planner.compare.compare` with the progress lines on stderr (`CompareProgress`)."""
+    from planner.compare import compare  # noqa: PLC0415 (keeps `planner --help` fast)
+
+    with CompareProgress(unit) as progress:
+        return compare(problem, harness, methods, options, progress)
+
+
+@dataclass
+class CompareView:
+    """What a family's compare command shows beside the shared rows: the table's title and the family's
+    columns, the per-method ``extras`` and top-level ``fields`` of the JSON, the cost models behind the
+    numbers (their caveats end the output), and lines printed after the exact method's line."""
+
+    title: str
+    unit: str = ""
+    columns: Sequence[Column] = ()
+    extras: Callable[[ComparisonRow], dict[str, Any]] | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
+    cost_models: Sequence[Any] = ()
+    caveats: list[str] = field(default_factory=list)
+    after: Callable[[], None] | None = None
+
+
+def show_comparison(instance: Path, name: str, comparison: Comparison, view: CompareView, *, json_out: bool,
+                    output: Path | None, force: bool) -> None:
+    """The end of every ``planner compare FAMILY``: the JSON (to ``--out``; on stdout with ``--json``), else the
+    table, the exact method's line, the family's ``after`` lines and the cost models' caveats."""
+    payload = comparison_payload(instance, name, comparison, view.extras, **view.fields,
+                                 cost_model_caveats=view.caveats)
+    if emit(payload, json_out, output, force):
+        return
+    out.print(comparison_table(comparison, view.title, view.columns, view.unit))
+    exact_line(comparison, view.unit)
+    if view.after is not None:
+        view.after()
+    print_cost_caveats(*view.cost_models)

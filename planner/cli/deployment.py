@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,9 +18,8 @@ from planner.cli.common import (
     ThreadsOption,
     TimeLimitOption,
     check_out,
-    err,
-    fmt,
     cost_models_of,
+    fmt,
     fmt_gap,
     out,
     print_cost_caveats,
@@ -330,31 +328,25 @@ def compare_deployment_cmd(
     """Greedy, single-type and the cost MILP, each with the whole --time-limit: $/h, instances, gap.
 
     The gap is `planner.compare`'s: to the MILP optimum, else to its bound, else to the cheapest plan."""
-    from planner.cli.comparing import CompareProgress, comparison_payload, comparison_table, emit, exact_line
-    from planner.compare import compare
+    from planner.cli.comparing import CompareView, run_comparison, show_comparison
     from planner.deployment.harness import HARNESS
     from planner.harness import RunOptions
 
     _check(solver, time_limit, threads)
     check_out(output, force)
     problem = HARNESS.load(instance)
-    with CompareProgress(" $/h") as progress:
-        comparison = compare(problem, HARNESS, options=RunOptions(solver, time_limit, threads, seed), progress=progress)
+    comparison = run_comparison(problem, HARNESS, RunOptions(solver, time_limit, threads, seed), " $/h")
 
     def instances(row):  # noqa: ANN001, ANN202
         counts = getattr(row.result.solution if row.result is not None else None, "counts", None)
         return None if counts is None else int(sum(counts))
 
-    payload = comparison_payload(instance, getattr(problem, "name", instance.stem), comparison,
-                                 lambda r: {"instances": instances(r)},
-                                 cost_model_caveats=several_cost_model_caveats(cost_models_of(problem)))
-    if emit(payload, json_out, output, force):
-        return
-    title = f"Deployment cost plan: {getattr(problem, 'name', instance.stem)}"
-    columns = [("$/h", lambda r: fmt(r.objective, 6)), ("instances", lambda r: fmt(instances(r)))]
-    out.print(comparison_table(comparison, title, columns, " $/h"))
-    exact_line(comparison, " $/h")
-    print_cost_caveats(*cost_models_of(problem))
+    name, models = getattr(problem, "name", instance.stem), cost_models_of(problem)
+    view = CompareView(title=f"Deployment cost plan: {name}", unit=" $/h",
+                       columns=[("$/h", lambda r: fmt(r.objective, 6)), ("instances", lambda r: fmt(instances(r)))],
+                       extras=lambda r: {"instances": instances(r)},
+                       cost_models=models, caveats=several_cost_model_caveats(models))
+    show_comparison(instance, name, comparison, view, json_out=json_out, output=output, force=force)
 
 
 def compare_routing_cmd(
@@ -370,8 +362,7 @@ def compare_routing_cmd(
     """RR, WRR, SI, MB, the workload mapper and the exact makespan MILP, each with the whole --time-limit.
 
     The gap is `planner.compare`'s: to the MILP optimum, else to its bound, else to the best routing."""
-    from planner.cli.comparing import CompareProgress, comparison_payload, comparison_table, emit, exact_line
-    from planner.compare import compare
+    from planner.cli.comparing import CompareView, run_comparison, show_comparison
     from planner.deployment.instance import load_routing_instance
     from planner.deployment.routing_harness import HARNESS
     from planner.harness import RunOptions
@@ -379,16 +370,14 @@ def compare_routing_cmd(
     _check(solver, time_limit, threads)
     check_out(output, force)
     problem = load_routing_instance(instance)
-    with CompareProgress(" s") as progress:
-        comparison = compare(problem, HARNESS, options=RunOptions(solver, time_limit, threads, seed), progress=progress)
-    payload = comparison_payload(instance, problem.name, comparison,
-                                 cost_model_caveats=several_cost_model_caveats(cost_models_of(problem)))
-    if emit(payload, json_out, output, force):
-        return
-    title = f"Routing vs exact makespan: {problem.name} ({len(problem.request_ids)} requests, {len(problem.instances)} instances)"
-    out.print(comparison_table(comparison, title, [("makespan (s)", lambda r: fmt(r.objective, 5))], " s"))
-    exact_line(comparison, " s")
-    print_cost_caveats(*cost_models_of(problem))
+    comparison = run_comparison(problem, HARNESS, RunOptions(solver, time_limit, threads, seed), " s")
+    models = cost_models_of(problem)
+    view = CompareView(
+        title=f"Routing vs exact makespan: {problem.name} ({len(problem.request_ids)} requests, "
+              f"{len(problem.instances)} instances)", unit=" s",
+        columns=[("makespan (s)", lambda r: fmt(r.objective, 5))], cost_models=models,
+        caveats=several_cost_model_caveats(models))
+    show_comparison(instance, problem.name, comparison, view, json_out=json_out, output=output, force=force)
 
 
 def register(groups: CommandGroups) -> None:

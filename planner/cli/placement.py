@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,11 +16,9 @@ from planner.cli.common import (
     SeedOption,
     SolverOption,
     ThreadsOption,
-    check_out,
-    check_run_options,
     TimeLimitOption,
+    check_out,
     cost_model_caveats,
-    err,
     fmt,
     fmt_gap,
     out,
@@ -132,36 +129,26 @@ def compare_placement_cmd(
     """Every heuristic and the MIP, each with the whole --time-limit: workers, GPUs, lower bound, gap, time.
 
     The gap is `planner.compare`'s: to the MIP optimum, else to its bound, else to the best plan."""
-    from planner.cli.comparing import CompareProgress, comparison_payload, comparison_table, emit, exact_line
-    from planner.compare import compare
+    from planner.cli.comparing import CompareView, run_comparison, show_comparison
     from planner.harness import RunOptions
     from planner.placement.harness import HARNESS
     from planner.placement.instance import load_placement_instance
-    from planner.solver import check_solver_name
 
-    check_solver_name(solver)
-    check_run_options(time_limit, threads)
-    check_out(output, force)
+    start_run(solver=solver, time_limit=time_limit, threads=threads, output=output, force=force)
     problem = load_placement_instance(instance)
-    with CompareProgress(" workers") as progress:
-        comparison = compare(problem, HARNESS, options=RunOptions(solver, time_limit, threads, seed), progress=progress)
+    comparison = run_comparison(problem, HARNESS, RunOptions(solver, time_limit, threads, seed), " workers")
 
     def gpus(row):  # noqa: ANN001, ANN202
         sol = row.result.solution if row.result is not None else None
         return None if sol is None else sol.gpus_used
 
-    def extras(row):  # noqa: ANN001, ANN202
-        return {"gpus": gpus(row), "bound_source": row.result.bound_source if row.result is not None else ""}
-
-    payload = comparison_payload(instance, problem.name, comparison, extras,
-                                 cost_model_caveats=cost_model_caveats(problem.cost))
-    if emit(payload, json_out, output, force):
-        return
-    columns = [("workers", lambda r: fmt(r.objective)), ("GPUs", lambda r: fmt(gpus(r))),
-               ("lower bound", lambda r: fmt(r.bound))]
-    out.print(comparison_table(comparison, f"Placement heuristics vs MIP: {problem.name}", columns, " workers"))
-    exact_line(comparison, " workers")
-    print_cost_caveats(problem.cost)
+    view = CompareView(
+        title=f"Placement heuristics vs MIP: {problem.name}", unit=" workers",
+        columns=[("workers", lambda r: fmt(r.objective)), ("GPUs", lambda r: fmt(gpus(r))),
+                 ("lower bound", lambda r: fmt(r.bound))],
+        extras=lambda r: {"gpus": gpus(r), "bound_source": r.result.bound_source if r.result is not None else ""},
+        cost_models=[problem.cost], caveats=cost_model_caveats(problem.cost))
+    show_comparison(instance, problem.name, comparison, view, json_out=json_out, output=output, force=force)
 
 
 def generate_placement_cmd(

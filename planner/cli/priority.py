@@ -153,8 +153,7 @@ def compare_priority_cmd(
     The gap is `planner.compare`'s: to the exact optimum, else to its bound, else to the best plan."""
     from dataclasses import replace
 
-    from planner.cli.comparing import CompareProgress, comparison_payload, comparison_table, emit, exact_line
-    from planner.compare import compare
+    from planner.cli.comparing import CompareView, run_comparison, show_comparison
     from planner.harness import RunOptions
     from planner.priority.harness import HARNESS
     from planner.priority.pipeline import run_method
@@ -165,9 +164,7 @@ def compare_priority_cmd(
     harness = replace(HARNESS, run=lambda p, method, options: run_method(
         p, method, time_limit=options.time_limit, seed=options.seed, exact_method=exact_method,
         solver=options.solver, threads=options.threads))
-    with CompareProgress(" req/s") as progress:
-        comparison = compare(problem, harness, options=RunOptions(solver=solver, threads=threads, time_limit=time_limit,
-                                                                  seed=seed), progress=progress)
+    comparison = run_comparison(problem, harness, RunOptions(solver, time_limit, threads, seed), " req/s")
 
     def attainment(row):  # noqa: ANN001, ANN202
         sol = row.result.solution if row.result is not None else None
@@ -177,17 +174,13 @@ def compare_priority_cmd(
         sol = row.result.solution if row.result is not None else None
         return None if sol is None else sol.total_latency_ms / problem.size / 1000
 
-    payload = comparison_payload(instance, problem.name, comparison,
-                                 lambda r: {"slo_attainment": attainment(r), "mean_latency_s": mean_latency(r)},
-                                 cost_model_caveats=cost_model_caveats(problem.cost_model))
-    if emit(payload, json_out, output, force):
-        return
-    columns = [("G (req/s)", lambda r: fmt(r.objective, 5)), ("SLO attainment", lambda r: fmt_gap(attainment(r))),
-               ("mean latency (s)", lambda r: fmt(mean_latency(r), 4))]
-    title = f"Priority methods: {problem.name} (N = {problem.size}, b_max = {problem.b_max})"
-    out.print(comparison_table(comparison, title, columns, " req/s"))
-    exact_line(comparison, " req/s")
-    print_cost_caveats(problem.cost_model)
+    view = CompareView(
+        title=f"Priority methods: {problem.name} (N = {problem.size}, b_max = {problem.b_max})", unit=" req/s",
+        columns=[("G (req/s)", lambda r: fmt(r.objective, 5)), ("SLO attainment", lambda r: fmt_gap(attainment(r))),
+                 ("mean latency (s)", lambda r: fmt(mean_latency(r), 4))],
+        extras=lambda r: {"slo_attainment": attainment(r), "mean_latency_s": mean_latency(r)},
+        cost_models=[problem.cost_model], caveats=cost_model_caveats(problem.cost_model))
+    show_comparison(instance, problem.name, comparison, view, json_out=json_out, output=output, force=force)
 
 
 def generate_priority_cmd(

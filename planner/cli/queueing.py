@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import typer
@@ -150,8 +149,7 @@ def compare_queueing_cmd(
     bound, else to the best plan."""
     from dataclasses import replace
 
-    from planner.cli.comparing import CompareProgress, comparison_payload, comparison_table, emit, exact_line
-    from planner.compare import compare
+    from planner.cli.comparing import CompareView, run_comparison, show_comparison
     from planner.harness import RunOptions
     from planner.queueing.evaluator import EVALUATORS
     from planner.queueing.harness import HARNESS
@@ -171,9 +169,7 @@ def compare_queueing_cmd(
             return run_heuristic(p, method)
         return solve_queueing(p, options, QueueingKnobs(formulation=formulation))
 
-    with CompareProgress() as progress:
-        comparison = compare(problem, replace(HARNESS, run=run), options=RunOptions(solver, time_limit, threads, seed),
-                             progress=progress)
+    comparison = run_comparison(problem, replace(HARNESS, run=run), RunOptions(solver, time_limit, threads, seed))
     milp = comparison.exact.result
     evaluator_impl = EVALUATORS[evaluator]()
     cost_models = cost_models_of(problem)
@@ -191,12 +187,6 @@ def compare_queueing_cmd(
         if soft is not None and sol is not None:
             entry["soft"] = {"objective": soft, "value": validate_assignment(problem, sol, soft).objective}
         extra[row.method] = entry
-    payload = comparison_payload(instance, problem.name, comparison, lambda r: extra[r.method],
-                                 objective_name=problem.objective, soft_objective_name=soft,
-                                 cost_model_caveats=several_cost_model_caveats(cost_models))
-    if emit(payload, json_out, output, force):
-        return
-
     def ev(row, key, form):  # noqa: ANN001, ANN202
         e = extra[row.method]["evaluation"]
         return "-" if e is None else form(e[key])
@@ -209,15 +199,20 @@ def compare_queueing_cmd(
     if soft is not None:
         columns.insert(1, (f"{soft} (soft)", lambda r: fmt(extra[r.method]["soft"]["value"], 6)
                            if "soft" in extra[r.method] else "-"))
-    title = (f"Queueing compare: {problem.name} (objective {problem.objective}, deadline on {problem.deadline}; "
-             f"evaluated by the {evaluator})")
-    out.print(comparison_table(comparison, title, columns))
-    exact_line(comparison)
-    if milp.status in (SolveStatus.INFEASIBLE, SolveStatus.NO_SOLUTION) and problem.hard_deadlines:
-        out.print("no plan meets every hard SLO" + (f": column '{soft} (soft)' scores every plan on the soft version "
-                                                   "(the MILP row holds the soft version's plan)" if soft else "")
-                  + "; to rank on a soft objective only, use --objective total_lateness (or max_lateness, late_groups)")
-    print_cost_caveats(*cost_models)
+
+    def after() -> None:
+        if milp.status in (SolveStatus.INFEASIBLE, SolveStatus.NO_SOLUTION) and problem.hard_deadlines:
+            out.print("no plan meets every hard SLO" + (f": column '{soft} (soft)' scores every plan on the soft "
+                                                       "version (the MILP row holds the soft version's plan)" if soft else "")
+                      + "; to rank on a soft objective only, use --objective total_lateness (or max_lateness, late_groups)")
+
+    view = CompareView(
+        title=(f"Queueing compare: {problem.name} (objective {problem.objective}, deadline on {problem.deadline}; "
+               f"evaluated by the {evaluator})"),
+        columns=columns, extras=lambda r: extra[r.method],
+        fields={"objective_name": problem.objective, "soft_objective_name": soft},
+        cost_models=cost_models, caveats=several_cost_model_caveats(cost_models), after=after)
+    show_comparison(instance, problem.name, comparison, view, json_out=json_out, output=output, force=force)
 
 
 def simulate_queueing_cmd(
