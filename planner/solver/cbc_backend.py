@@ -444,15 +444,60 @@ _STOP_REASONS = {"on time": "time limit reached", "on nodes": "node limit reache
 
 
 def solve_cbc(model: LinearModel, options: SolveOptions) -> SolverOutcome:
-    """Solve ``model`` with CBC (see the module docstring for the reading choices)."""
+    """Solve ``model`` with CBC (see the module docstring for the reading choices): a model decided without
+    CBC (no columns, crossed bounds), else MPS file → CBC run → status, checked point and bound."""
     exe = cbc_path()
     if exe is None:
         return _error(cbc_available()[1])
+    trivial = _decided_without_cbc(model)
+    if trivial is not None:
+        return trivial
     start = time.perf_counter()
-    n = model.num_cols
-    if n == 0:
-        infeasible_rows = np.any((model.row_lower > 0) | (model.row_upper < 0))
-        if infeasible_rows:
+    is_mip = bool(model.integrality.any())
+    sign = -1.0 if model.sense == "max" else 1.0
+    with tempfile.TemporaryDirectory(prefix="planner-cbc-") as tmp:
+        work = Path(tmp)
+        try:
+            write_mps(model, work / "model.mps", negate_cost=sign < 0)
+        except (OSError, ValueError) as exc:
+            return _error(f"could not write the model for CBC: {exc}", time.perf_counter() - start)
+        start_file = _write_mip_start(model, options, work) if is_mip else None
+        args, notes = _args(model, options, "model.mps", start_file)
+        try:
+            code, lines, note = _run([exe, *args], tmp, options, sign, start)
+        except OSError as exc:
+            return _error(f"could not run CBC ({exe}): {exc}", time.perf_counter() - start)
+        if note:
+            return _error(note, time.perf_counter() - start)
+        seconds = time.perf_counter() - start
+        status_line, x = _read_solution(work, model.num_cols, notes)
+        if status_line is None:
+            return _error(f"CBC stopped without a solution file (exit code {code}): {_last_words(lines)}", seconds)
+
+    status = _status_of(status_line, lines, is_mip, notes)
+    if status is None:
+        return _error(f"CBC status not understood: {status_line!r}", seconds)
+    reported = re.search(rf"objective value {_FLOAT}", status_line)
+    status, objective, x_out, error = _checked_point(model, x, status, reported, sign, notes)
+    if error:
+        return _error(error, seconds)
+    return SolverOutcome(
+        status=status,
+        solver="cbc",
+        objective=objective,
+        bound=_bound_of(model, lines, status, objective, is_mip, sign),
+        x=x_out,
+        seconds=seconds,
+        message="; ".join(notes),
+        node_count=_node_count(lines) if is_mip else None,
+        warm_start_accepted=any(_RE_MIPSTART_COST.search(line) for line in lines) if start_file else None,
+    )
+
+
+def _decided_without_cbc(model: LinearModel) -> SolverOutcome | None:
+    """The outcome of a model with no columns, or with a row or column whose bounds cross; None otherwise."""
+    if model.num_cols == 0:
+        if np.any((model.row_lower > 0) | (model.row_upper < 0)):
             return SolverOutcome(SolveStatus.INFEASIBLE, "cbc", None, None, None, 0.0,
                                  "a row without columns has 0 outside its bounds")
         return SolverOutcome(SolveStatus.OPTIMAL, "cbc", model.offset, model.offset, np.zeros(0), 0.0)
@@ -462,111 +507,99 @@ def solve_cbc(model: LinearModel, options: SolveOptions) -> SolverOutcome:
         what = f"row {model.describe_row(int(bad_rows[0]))}" if bad_rows.size else f"column {int(bad_cols[0])}"
         return SolverOutcome(SolveStatus.INFEASIBLE, "cbc", None, None, None, 0.0,
                              f"{what} has lower bound > upper bound")
+    return None
 
-    is_mip = bool(model.integrality.any())
-    sign = -1.0 if model.sense == "max" else 1.0
-    with tempfile.TemporaryDirectory(prefix="planner-cbc-") as tmp:
-        work = Path(tmp)
-        try:
-            write_mps(model, work / "model.mps", negate_cost=sign < 0)
-        except (OSError, ValueError) as exc:
-            return _error(f"could not write the model for CBC: {exc}", time.perf_counter() - start)
-        start_file = None
-        if options.warm_start is not None and is_mip:
-            ws = np.asarray(options.warm_start, float)
-            if ws.shape == (n,) and np.all(np.isfinite(ws)):
-                cols = np.flatnonzero(model.integrality)
-                text = ["Feasible - objective value 0"]
-                text += [f"{j} C{j} {format(v, '.17g')}" for j, v in zip(cols.tolist(), np.round(ws[cols]).tolist())]
-                (work / "start.txt").write_text("\n".join(text) + "\n")
-                start_file = "start.txt"
-        args, notes = _args(model, options, "model.mps", start_file)
-        try:
-            code, lines, note = _run([exe, *args], tmp, options, sign, start)
-        except OSError as exc:
-            return _error(f"could not run CBC ({exe}): {exc}", time.perf_counter() - start)
-        if note:
-            return _error(note, time.perf_counter() - start)
-        seconds = time.perf_counter() - start
-        sol_txt = work / "solution.txt"
-        try:
-            head = sol_txt.read_text().splitlines()[:1]
-        except OSError:
-            head = []
-        if not head:
-            return _error(f"CBC stopped without a solution file (exit code {code}): {_last_words(lines)}", seconds)
-        status_line = head[0].strip()
-        x = _read_binary_solution(work / "solution.bin", n)
-        if x is None:
-            x = _read_text_solution(sol_txt, n)
-            if x is not None:
-                notes.append("column values read from CBC's text solution (8 significant digits)")
 
-    warm_ok = None
-    if start_file is not None:
-        warm_ok = any(_RE_MIPSTART_COST.search(line) for line in lines)
+def _write_mip_start(model: LinearModel, options: SolveOptions, work: Path) -> str | None:
+    """CBC's MIP-start file of ``options.warm_start`` (integer columns, rounded), or None without a usable one."""
+    if options.warm_start is None:
+        return None
+    ws = np.asarray(options.warm_start, float)
+    if ws.shape != (model.num_cols,) or not np.all(np.isfinite(ws)):
+        return None
+    cols = np.flatnonzero(model.integrality)
+    text = ["Feasible - objective value 0"]
+    text += [f"{j} C{j} {format(v, '.17g')}" for j, v in zip(cols.tolist(), np.round(ws[cols]).tolist())]
+    (work / "start.txt").write_text("\n".join(text) + "\n")
+    return "start.txt"
+
+
+def _read_solution(work: Path, n: int, notes: list[str]) -> tuple[str | None, np.ndarray | None]:
+    """(CBC's status line, the column values): exact doubles from the binary solution file, else the text one."""
+    sol_txt = work / "solution.txt"
+    try:
+        head = sol_txt.read_text().splitlines()[:1]
+    except OSError:
+        head = []
+    if not head:
+        return None, None
+    x = _read_binary_solution(work / "solution.bin", n)
+    if x is None:
+        x = _read_text_solution(sol_txt, n)
+        if x is not None:
+            notes.append("column values read from CBC's text solution (8 significant digits)")
+    return head[0].strip(), x
+
+
+def _status_of(status_line: str, lines: list[str], is_mip: bool, notes: list[str]) -> SolveStatus | None:
+    """The status CBC's solution file states (a stop names its reason in ``notes``); None when not understood."""
     word = status_line.split()[0] if status_line.split() else ""
-    reported = re.search(rf"objective value {_FLOAT}", status_line)
-    objective = x_out = bound = None
     if word == "Optimal":
-        status = SolveStatus.OPTIMAL
-    elif word == "Infeasible" or status_line.startswith("Integer infeasible"):
-        status = SolveStatus.INFEASIBLE
-    elif word == "Unbounded":
-        status = SolveStatus.UNBOUNDED
+        return SolveStatus.OPTIMAL
+    if word == "Infeasible" or status_line.startswith("Integer infeasible"):
+        return SolveStatus.INFEASIBLE
+    if word == "Unbounded":
         if is_mip:
             notes.append("CBC reports the linear relaxation unbounded")
-    elif word == "Stopped":
-        has_incumbent = is_mip and "no integer solution" not in status_line and reported is not None
-        status = SolveStatus.FEASIBLE if has_incumbent or not is_mip else SolveStatus.NO_SOLUTION
-        summary = [ln.strip()[len("Result - Stopped on "):] for ln in lines if ln.strip().startswith("Result - Stopped on ")]
-        why = status_line.split(" - ")[0].split(" (")[0].removeprefix("Stopped ").strip()
-        # the log's summary names a node limit ("Stopped on node limit") that the solution file calls "iterations"
-        notes.append("stopped: " + (f"{summary[-1]} reached" if summary else _STOP_REASONS.get(why, why)))
-    else:
-        return _error(f"CBC status not understood: {status_line!r}", seconds)
+        return SolveStatus.UNBOUNDED
+    if word != "Stopped":
+        return None
+    reported = re.search(rf"objective value {_FLOAT}", status_line)
+    has_incumbent = is_mip and "no integer solution" not in status_line and reported is not None
+    summary = [ln.strip()[len("Result - Stopped on "):] for ln in lines if ln.strip().startswith("Result - Stopped on ")]
+    why = status_line.split(" - ")[0].split(" (")[0].removeprefix("Stopped ").strip()
+    # the log's summary names a node limit ("Stopped on node limit") that the solution file calls "iterations"
+    notes.append("stopped: " + (f"{summary[-1]} reached" if summary else _STOP_REASONS.get(why, why)))
+    return SolveStatus.FEASIBLE if has_incumbent or not is_mip else SolveStatus.NO_SOLUTION
 
-    if status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
-        if x is not None and _point_ok(model, x):
-            x_out = x
-            objective = float(model.cost @ x) + float(model.offset)
-            said = sign * float(reported.group(1)) + float(model.offset) if reported else None
-            if said is not None and abs(objective - said) > 1e-6 * max(1.0, abs(objective)):
-                notes.append(f"CBC's reported objective {said:.10g} disagrees with its point ({objective:.10g})")
-                if status == SolveStatus.OPTIMAL:
-                    status = SolveStatus.FEASIBLE
-        elif status == SolveStatus.OPTIMAL:
-            return _error(
-                f"CBC reported optimal, but its point violates the model by "
-                f"{model.max_violation(x) if x is not None and x.shape == (n,) else float('nan'):.3g}",
-                seconds,
-            )
-        else:
-            status = SolveStatus.NO_SOLUTION
-    if is_mip and status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE, SolveStatus.NO_SOLUTION):
-        if status == SolveStatus.OPTIMAL and any(_RE_COMPLETED.search(line) for line in lines):
-            bound = objective  # a completed search proves its incumbent optimal (within the gap tolerances)
-        else:
-            raw = _parse_bound(lines)
-            if raw is not None:
-                if objective is not None:
-                    raw = min(raw, sign * (objective - float(model.offset)))
-                bound = sign * raw + float(model.offset)
-        if status == SolveStatus.OPTIMAL and bound is None:
-            bound = objective
-    elif status == SolveStatus.OPTIMAL:
-        bound = objective
-    return SolverOutcome(
-        status=status,
-        solver="cbc",
-        objective=objective,
-        bound=bound,
-        x=x_out,
-        seconds=seconds,
-        message="; ".join(notes),
-        node_count=_node_count(lines) if is_mip else None,
-        warm_start_accepted=warm_ok,
-    )
+
+def _checked_point(model: LinearModel, x: np.ndarray | None, status: SolveStatus, reported: re.Match | None,
+                   sign: float, notes: list[str]) -> tuple[SolveStatus, float | None, np.ndarray | None, str]:
+    """(status, objective, point, error): the objective is recomputed from the point, which must satisfy the
+    model; a disagreement with CBC's own figure is never optimal; a violating point is an error when CBC
+    called it optimal and no solution otherwise."""
+    if status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
+        return status, None, None, ""
+    if x is not None and _point_ok(model, x):
+        objective = float(model.cost @ x) + float(model.offset)
+        said = sign * float(reported.group(1)) + float(model.offset) if reported else None
+        if said is not None and abs(objective - said) > 1e-6 * max(1.0, abs(objective)):
+            notes.append(f"CBC's reported objective {said:.10g} disagrees with its point ({objective:.10g})")
+            if status == SolveStatus.OPTIMAL:
+                status = SolveStatus.FEASIBLE
+        return status, objective, x, ""
+    if status == SolveStatus.OPTIMAL:
+        violation = model.max_violation(x) if x is not None and x.shape == (model.num_cols,) else float("nan")
+        return status, None, None, f"CBC reported optimal, but its point violates the model by {violation:.3g}"
+    return SolveStatus.NO_SOLUTION, None, None, ""
+
+
+def _bound_of(model: LinearModel, lines: list[str], status: SolveStatus, objective: float | None, is_mip: bool,
+              sign: float) -> float | None:
+    """The best bound: the objective after a completed search (or of an LP), else CBC's logged bound, never
+    better than the incumbent."""
+    if not is_mip:
+        return objective if status == SolveStatus.OPTIMAL else None
+    if status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE, SolveStatus.NO_SOLUTION):
+        return None
+    if status == SolveStatus.OPTIMAL and any(_RE_COMPLETED.search(line) for line in lines):
+        return objective  # a completed search proves its incumbent optimal (within the gap tolerances)
+    raw = _parse_bound(lines)
+    if raw is None:
+        return objective if status == SolveStatus.OPTIMAL else None
+    if objective is not None:
+        raw = min(raw, sign * (objective - float(model.offset)))
+    return sign * raw + float(model.offset)
 
 
 _RE_NODE_COUNT = re.compile(r"^Enumerated nodes:\s+(\d+)")
