@@ -44,7 +44,15 @@ batching: {"batches": [{"tokens": {"a": 2, "b": 1}}, {"tokens": {"a": 1}, "evict
 
 priority: {"batches": [["job1", "job2"], ["job3"]]} - the batches in the order they run; for several instances {"instances": [{"batches": [...]}, {"batches": [...]}]}.
 
-Other families: the "solution" mapping their solve --json prints.
+queueing: {"queues": {"a100x4-1": ["chat-7b", "code-34b-a", "summ-7b"]}} - the group order on each queue (queues
+are named <instance type>-<k>; optional "objective" and "deadline" score the plan on another objective).
+
+deployment (cost plan): {"instances": [{"model": "Llama-2-70B", "gpu": "H100-80GB-SXM", "tensor_parallel": 4,
+"count": 4}]} - the instances you run; (request classes): {"instances": [{"configuration": "...", "count": 2}],
+"routing_fractions": {"<class>": {"<configuration>": 1.0}}}, or "routed_rps" in req/s.
+
+routing: {"assignment": {"r0": "v100-t4", "r1": "v100-t1#0"}} - one instance per request id (an instance with
+count > 1 is named <name>#<k>).
 
 Exit code 0 when the plan is feasible, 1 when the validator finds violations, 2 for bad input (a missing or malformed file, a plan of another family, an unknown id)."""
 
