@@ -21,6 +21,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from support.rows import family
+from support.rows import violation as family_violation
+
 from planner.batching.costmodel import InferMaxCostModel
 from planner.batching.flow_formulation import DECODE, EVICT, IDLE_D, IDLE_E, IDLE_R, PREFILL, build_flow_model
 from planner.batching.formulation import CUT_DEFINITIONS, CUT_FAMILIES, build_model
@@ -57,20 +60,6 @@ def problem(**kw):
     limits = dict(C=3, P=3, M=3)
     limits.update(kw)
     return make_problem([2, 1], [2, 1], cost=COST, **limits)
-
-
-def family(model, name):
-    """(dense rows, row lower, row upper) of every row block called ``name``."""
-    blocks = [b for b in model.row_blocks if b.name == name]
-    assert blocks, f"no row block {name!r} in {model.families}"
-    idx = np.concatenate([np.arange(b.start, b.start + b.size) for b in blocks])
-    return model.matrix[idx].toarray(), model.row_lower[idx], model.row_upper[idx]
-
-
-def family_violation(model, name, x):
-    A_, lo, hi = family(model, name)
-    act = A_ @ x
-    return float(max(np.max(lo - act, initial=0.0), np.max(act - hi, initial=0.0)))
 
 
 def hand_point(bm, changes=None):

@@ -44,7 +44,7 @@ EXTRA = {"simulate queueing": {"--solver", "--time-limit", "--threads"},
          "simulate fleet": {"--seed"}, "capacity": {"--time-limit", "--seed", "--solver", "--parallel"}}
 #: Shared run options a solve/compare command leaves out, and why (stated in its --help).
 EXEMPT: dict[str, set[str]] = {}
-#: Spellings of earlier grammars (docs/cli.md, "Renamed"); none may remain.
+#: Spellings of earlier grammars; none may remain (typing one gives a one-line error naming the new one).
 OLD_OPTIONS = {"--degrees", "--scheduler", "--policy", "--exact-method", "--atgt", "--window-s", "--rates",
                "--cost-models", "--format", "--C", "--P", "--M", "--R-max", "--goal-scheduler"}
 

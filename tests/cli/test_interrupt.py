@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from support import REPO
+from support.models import interrupt_script
 from support.models import market_split as _market_split
 
 from planner.core import interrupt
@@ -143,27 +144,7 @@ def test_ctrl_c_during_a_gurobi_run_stops_at_once(tmp_path, require_gurobi):
     # A market-split model (hard for any branch and bound, within the pip license's size) solved by Gurobi
     # in a real process under the CLI's SIGINT handler: the signal stops Gurobi and ends the process.
     script = tmp_path / "gurobi_interrupt.py"
-    script.write_text(textwrap.dedent(f"""
-        import os, sys
-        sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
-        from planner.core.interrupt import sigint_handler
-        from planner.solver import SolveOptions, solve
-        from support.models import market_split as _market_split
-
-        def end():
-            sys.stderr.write("interrupted\\n")
-            sys.stderr.flush()
-            os._exit(130)
-
-        model = _market_split()
-        try:
-            with sigint_handler(on_timeout=end):
-                print("ready", flush=True)
-                solve(model, "gurobi", SolveOptions(time_limit=60))
-        except KeyboardInterrupt:
-            end()
-        sys.exit(0)
-    """))
+    script.write_text(interrupt_script("gurobi", ready=True))
     code, seconds, _, stderr = interrupt_after([sys.executable, str(script)], 3.0, tmp_path)
     assert code == 130 and stderr.strip() == "interrupted", stderr
     assert seconds < GUARD_S, f"{seconds:.2f} s from SIGINT to exit"

@@ -14,6 +14,8 @@ import math
 import numpy as np
 
 from support import TOY_MODEL
+from support.rows import family
+
 from planner.core.types import GPUSpec
 from planner.costmodels.models import HeteroCostModel
 from planner.deployment.classes import ClassPlanProblem, Configuration, GPUType, RequestClass, build_class_plan_model
@@ -27,14 +29,6 @@ from planner.deployment.problem import (
     ServingInstance,
 )
 from planner.deployment.routing_formulation import build_routing_model
-
-
-def family(model, name):
-    """(dense rows, row lower, row upper) of every row block called ``name``."""
-    blocks = [b for b in model.row_blocks if b.name == name]
-    assert blocks, f"no row block {name!r} in {model.families}"
-    idx = np.concatenate([np.arange(b.start, b.start + b.size) for b in blocks])
-    return model.matrix[idx].toarray(), model.row_lower[idx], model.row_upper[idx]
 
 
 def var_block(model, name):

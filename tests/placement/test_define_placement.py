@@ -18,17 +18,11 @@ import numpy as np
 import pytest
 
 from support import toy_cost, toy_problem
+from support.rows import family
+
 from planner.core.types import SLOClass
 from planner.placement.formulation import build_model
 from planner.placement.problem import OngoingState
-
-
-def family(model, name):
-    """(dense rows, row lower, row upper) of every row block called ``name``."""
-    blocks = [b for b in model.row_blocks if b.name == name]
-    assert blocks, f"no row block {name!r} in {model.families}"
-    idx = np.concatenate([np.arange(b.start, b.start + b.size) for b in blocks])
-    return model.matrix[idx].toarray(), model.row_lower[idx], model.row_upper[idx]
 
 
 def xy(pm, dense):

@@ -20,6 +20,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from support.rows import assert_rows, dense, holds, point, rows_of
+
 from planner.priority.formulation import (
     MilpLayout,
     build_parametric_model,
@@ -34,7 +36,7 @@ from planner.priority.formulation import (
     start_lower_bounds_s,
 )
 from planner.priority.problem import PriorityJob, PriorityProblem
-from planner.solver import LinearModel, ModelBuilder
+from planner.solver import ModelBuilder
 
 INF = float("inf")
 JOBS = 3
@@ -53,47 +55,6 @@ def builder() -> tuple[ModelBuilder, MilpLayout]:
     success = mb.add_variables("success", (JOBS, len(ARCS)), upper=1.0, integer=True)
     start = mb.add_variables("start", JOBS)
     return mb, MilpLayout(arcs=ARCS, used=used, member=member, duration=duration, start=start, success=success)
-
-
-def rows_of(model: LinearModel, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(dense rows, lower, upper) of the one row block called ``name``."""
-    found = [b for b in model.row_blocks if b.name == name]
-    assert len(found) == 1, f"expected one row block {name!r}, got {[b.name for b in model.row_blocks]}"
-    blk = found[0]
-    sl = slice(blk.start, blk.start + blk.size)
-    return model.matrix[sl].toarray(), model.row_lower[sl], model.row_upper[sl]
-
-
-def dense(model: LinearModel, rows: list[dict[tuple, float]]) -> np.ndarray:
-    """Rows written as {(variable block, index…): coefficient} → a dense matrix over the model's columns."""
-    blocks = {b.name: b for b in model.var_blocks}
-    out = np.zeros((len(rows), model.num_cols))
-    for r, terms in enumerate(rows):
-        for (name, *index), coef in terms.items():
-            out[r, blocks[name].col(*index)] += coef
-    return out
-
-
-def assert_rows(model: LinearModel, name: str, rows: list[dict[tuple, float]], lower, upper) -> None:
-    got, lo, up = rows_of(model, name)
-    np.testing.assert_allclose(got, dense(model, rows), err_msg=name)
-    np.testing.assert_allclose(lo, np.broadcast_to(np.asarray(lower, float), lo.shape), err_msg=f"{name} lower")
-    np.testing.assert_allclose(up, np.broadcast_to(np.asarray(upper, float), up.shape), err_msg=f"{name} upper")
-
-
-def point(model: LinearModel, values: dict[tuple, float]) -> np.ndarray:
-    blocks = {b.name: b for b in model.var_blocks}
-    x = np.zeros(model.num_cols)
-    for (name, *index), value in values.items():
-        x[blocks[name].col(*index)] = value
-    return x
-
-
-def holds(model: LinearModel, name: str, values: dict[tuple, float], tol: float = 1e-9) -> bool:
-    """Every row of block ``name`` holds at the point (unlisted variables are 0)."""
-    a, lo, up = rows_of(model, name)
-    act = a @ point(model, values)
-    return bool(np.all(act >= lo - tol) and np.all(act <= up + tol))
 
 
 # Plan P: job 2 alone at position 0 (arc a0), jobs 0 and 1 together at positions 1–2 (arc a3).

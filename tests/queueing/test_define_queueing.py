@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from support.rows import assert_rows, column_upper, holds, point
 
 from planner.queueing.capacity import _bound_model, define_swap_capacity
 from planner.queueing.formulation import build_model, queue_constants
 from planner.queueing.problem import InstanceType, QueueingProblem, RequestGroup, VirtualQueue
 from planner.queueing.reduced_slots import build_reduced_slots
-from planner.solver import LinearModel, ModelBuilder
+from planner.solver import ModelBuilder
 
 INF = float("inf")
 EPS = 1e-3  # the work offset of the symmetry rows (W + ε), so that empty-vs-empty ties are broken too
@@ -45,52 +46,6 @@ def make(models=("A", "B"), slos=(20.0, 30.0), work=(2.0, 3.0), tail=(1.0, 1.5),
     qs = tuple(VirtualQueue(f"q{k}", 0, loaded, busy_s=busy) for k in range(queues))
     return QueueingProblem("hand", groups, types, qs, np.array([work], float), np.array([tail], float),
                            objective=objective, deadline=deadline)
-
-
-def rows_of(model: LinearModel, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(dense rows, lower, upper) of the one row block called ``name``."""
-    found = [b for b in model.row_blocks if b.name == name]
-    assert len(found) == 1, f"expected one row block {name!r}, got {[b.name for b in model.row_blocks]}"
-    blk = found[0]
-    sl = slice(blk.start, blk.start + blk.size)
-    return model.matrix[sl].toarray(), model.row_lower[sl], model.row_upper[sl]
-
-
-def dense(model: LinearModel, rows: list[dict[tuple, float]]) -> np.ndarray:
-    """Rows written as {(variable block, index…): coefficient} → a dense matrix over the model's columns."""
-    blocks = {b.name: b for b in model.var_blocks}
-    out = np.zeros((len(rows), model.num_cols))
-    for r, terms in enumerate(rows):
-        for (name, *index), coef in terms.items():
-            out[r, blocks[name].col(*index)] += coef
-    return out
-
-
-def assert_rows(model: LinearModel, name: str, rows: list[dict[tuple, float]], lower, upper) -> None:
-    got, lo, up = rows_of(model, name)
-    np.testing.assert_allclose(got, dense(model, rows), err_msg=name)
-    np.testing.assert_allclose(lo, np.broadcast_to(np.asarray(lower, float), lo.shape), err_msg=f"{name} lower")
-    np.testing.assert_allclose(up, np.broadcast_to(np.asarray(upper, float), up.shape), err_msg=f"{name} upper")
-
-
-def point(model: LinearModel, values: dict[tuple, float]) -> np.ndarray:
-    blocks = {b.name: b for b in model.var_blocks}
-    x = np.zeros(model.num_cols)
-    for (name, *index), value in values.items():
-        x[blocks[name].col(*index)] = value
-    return x
-
-
-def holds(model: LinearModel, name: str, values: dict[tuple, float], tol: float = 1e-9) -> bool:
-    """Every row of block ``name`` holds at the point (unlisted variables are 0)."""
-    a, lo, up = rows_of(model, name)
-    act = a @ point(model, values)
-    return bool(np.all(act >= lo - tol) and np.all(act <= up + tol))
-
-
-def column_upper(model: LinearModel, name: str) -> np.ndarray:
-    blk = next(b for b in model.var_blocks if b.name == name)
-    return model.col_upper[blk.start:blk.start + blk.size].reshape(blk.shape)
 
 
 # Plan "g0 then g1" on P1 in the slots model (slot 1 runs first): x[0,0,1] = x[0,1,0] = 1, both slots

@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support import REPO
+from support.models import interrupt_script
 from support.models import market_split as _market_split
 
 from planner.core import interrupt
@@ -280,25 +280,7 @@ def test_ctrl_c_stops_cbc_at_once_leaving_no_process_and_no_file(tmp_path):
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     script = tmp_path / "cbc_interrupt.py"
-    script.write_text(textwrap.dedent(f"""
-        import os, sys
-        sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
-        from planner.core.interrupt import sigint_handler
-        from planner.solver import SolveOptions, solve
-        from support.models import market_split as _market_split
-
-        def end():
-            sys.stderr.write("interrupted\\n")
-            sys.stderr.flush()
-            os._exit(130)
-
-        try:
-            with sigint_handler(on_timeout=end):
-                solve(_market_split(), "cbc", SolveOptions(time_limit=60))
-        except KeyboardInterrupt:
-            end()
-        sys.exit(0)
-    """))
+    script.write_text(interrupt_script("cbc"))
     env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(scratch)}
     proc = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
