@@ -82,62 +82,104 @@ def best_ordered_schedule(problem: BatchingProblem, presets: tuple[str, ...] = S
     ``info["evaluations"]``: the simulations run (a count, the same on every run).  ``deadline`` (a
     `time.perf_counter` value) is a wall-clock guard: once it has passed no further swap is simulated
     (``info["wall_cut"]`` is then True and the result depends on timing)."""
-    if problem.online or problem.n < 2 or problem.n > MAX_ORDER_SEARCH_REQUESTS or \
-            int(problem.outputs.sum()) > MAX_ORDER_SEARCH_TOKENS:
+    if not _searched(problem):
         return None
     if max_evaluations is None:
         max_evaluations = max(4 * len(presets), REQUEST_SIMULATIONS // problem.n)
-    n = problem.n
-    I, O = problem.inputs, problem.outputs
-    starts = [np.arange(n), np.argsort(I, kind="stable"), np.argsort(-I, kind="stable"),
-              np.argsort(O, kind="stable"), np.argsort(-O, kind="stable")]
+    starts = _start_orders(problem)
     per_preset = max(1, max_evaluations // max(1, len(presets)))
     best: tuple[float, str, np.ndarray, Schedule] | None = None
     if info is not None:
         info["evaluations"] = 0
     for preset in presets:
         seen: set[tuple[int, ...]] = set()  # orders simulated for this preset (their count is the budget used)
-        current = None
-        for order in starts:
+        current = _best_start(problem, preset, starts, seen)
+        if current is not None:
+            current, per_preset = _improve_by_swaps(problem, preset, current, seen, per_preset, deadline, info)
+        if info is not None:
+            info["evaluations"] += len(seen)
+        if current is None:
+            continue
+        if best is None or current[0] < best[0]:
+            best = (current[0], f"{preset} (order {'-'.join(str(int(i)) for i in current[1])})", current[1],
+                    current[2])
+    return _validated(problem, best)
+
+
+def _searched(problem: BatchingProblem) -> bool:
+    """Whether the order search runs on ``problem``: offline, 2 to `MAX_ORDER_SEARCH_REQUESTS` requests and at
+    most `MAX_ORDER_SEARCH_TOKENS` output tokens."""
+    return not (problem.online or problem.n < 2 or problem.n > MAX_ORDER_SEARCH_REQUESTS
+                or int(problem.outputs.sum()) > MAX_ORDER_SEARCH_TOKENS)
+
+
+def _start_orders(problem: BatchingProblem) -> list[np.ndarray]:
+    """The index order and the orders by input and by output length, each ascending and descending (stable)."""
+    I, O = problem.inputs, problem.outputs
+    return [np.arange(problem.n), np.argsort(I, kind="stable"), np.argsort(-I, kind="stable"),
+            np.argsort(O, kind="stable"), np.argsort(-O, kind="stable")]
+
+
+def _best_start(problem: BatchingProblem, preset: str, starts: list[np.ndarray],
+                seen: set[tuple[int, ...]]) -> tuple[float, np.ndarray, Schedule] | None:
+    """(latency, order, schedule) of the start order with the lowest latency under ``preset`` (the first
+    on ties), or None when no start order finishes."""
+    current = None
+    for order in starts:
+        outcome = _simulate_new(problem, preset, order, seen)
+        if outcome is None:
+            continue
+        value, schedule = outcome
+        if schedule is not None and (current is None or value < current[0]):
+            current = (value, order, schedule)
+    return current
+
+
+def _improve_by_swaps(problem: BatchingProblem, preset: str, current: tuple[float, np.ndarray, Schedule],
+                      seen: set[tuple[int, ...]], per_preset: int, deadline: float | None,
+                      info: dict | None) -> tuple[tuple[float, np.ndarray, Schedule], int]:
+    """First-improvement local search over pair swaps from ``current`` until no swap helps or ``seen``
+    holds ``per_preset`` orders; returns the best (latency, order, schedule) and the per-preset budget
+    (cut to the orders simulated when ``deadline`` passes, which also stops the next presets' swaps)."""
+    while len(seen) < per_preset:
+        better, per_preset = _first_improving_swap(problem, preset, current, seen, per_preset, deadline, info)
+        if better is None:
+            break
+        current = better
+    return current, per_preset
+
+
+def _first_improving_swap(problem: BatchingProblem, preset: str, current: tuple[float, np.ndarray, Schedule],
+                          seen: set[tuple[int, ...]], per_preset: int, deadline: float | None,
+                          info: dict | None) -> tuple[tuple[float, np.ndarray, Schedule] | None, int]:
+    """The first swap of positions (a, b), a < b in lexicographic order, whose order (not simulated before)
+    lowers the latency by more than a relative 1e-12, with the per-preset budget; None when no swap does
+    within the budget or before ``deadline`` (then ``info["wall_cut"]`` is set and the budget is cut to
+    the orders simulated)."""
+    n = problem.n
+    for a in range(n - 1):
+        for b in range(a + 1, n):
+            if len(seen) >= per_preset:
+                return None, per_preset
+            if deadline is not None and time.perf_counter() > deadline:
+                if info is not None:
+                    info["wall_cut"] = True
+                return None, len(seen)
+            order = current[1].copy()
+            order[a], order[b] = order[b], order[a]
             outcome = _simulate_new(problem, preset, order, seen)
             if outcome is None:
                 continue
             value, schedule = outcome
-            if schedule is not None and (current is None or value < current[0]):
-                current = (value, order, schedule)
-        if current is None:
-            if info is not None:
-                info["evaluations"] += len(seen)
-            continue
-        improved = True
-        while improved and len(seen) < per_preset:
-            improved = False
-            for a in range(n - 1):
-                for b in range(a + 1, n):
-                    if len(seen) >= per_preset:
-                        break
-                    if deadline is not None and time.perf_counter() > deadline:
-                        if info is not None:
-                            info["wall_cut"] = True
-                        per_preset = len(seen)  # stop this preset's search (and the next presets' swaps)
-                        break
-                    order = current[1].copy()
-                    order[a], order[b] = order[b], order[a]
-                    outcome = _simulate_new(problem, preset, order, seen)
-                    if outcome is None:
-                        continue
-                    value, schedule = outcome
-                    if schedule is not None and value < current[0] * (1 - 1e-12):
-                        current = (value, order, schedule)
-                        improved = True
-                        break
-                if improved or len(seen) >= per_preset:
-                    break
-        if info is not None:
-            info["evaluations"] += len(seen)
-        if best is None or current[0] < best[0]:
-            best = (current[0], f"{preset} (order {'-'.join(str(int(i)) for i in current[1])})", current[1],
-                    current[2])
+            if schedule is not None and value < current[0] * (1 - 1e-12):
+                return (value, order, schedule), per_preset
+    return None, per_preset
+
+
+def _validated(problem: BatchingProblem, best: tuple[float, str, np.ndarray, Schedule] | None
+               ) -> tuple[str, Schedule, float] | None:
+    """The best order's schedule in the original numbering with its latency as the independent validator
+    counts it; None when there is none or the validator rejects it."""
     if best is None:
         return None
     schedule = map_back(best[3], best[2], tuple(r.request_id for r in problem.requests))

@@ -329,59 +329,92 @@ def analyse(results: dict[str, Any], params: dict[str, dict[str, Any]],
                         if params[k]["gpu"]["name"] == conf.gpu and params[k]["tensor_parallel"] == conf.tensor_parallel)
         if not series:
             continue
-        points = {k: dict(results[k]) for _, k in series}
-        for p in points.values():
-            p.setdefault("answer_source", "own search")
-            p.setdefault("note", "")
-        _monotone_answers(series, points, params)
-        snaps = {k: dict(p["snapshot"]) for k, p in points.items()
-                 if isinstance(p.get("snapshot"), dict) and "workers" in p["snapshot"]}
-        _snapshot_series(series, snaps, params)
-        rates = [r for r, _ in series]
-        workers = [points[k]["workers"] for _, k in series]
-        fit = None
-        if len(set(rates)) >= 2:
-            k_w, c_w, r2 = fit_eq7(rates, workers)
-            fit = (k_w, c_w)
-            fits.append({"gpu": conf.gpu, "tensor_parallel": conf.tensor_parallel, "k_w": k_w, "c_w": c_w, "r2": r2})
-        for rate, key in series:
-            p = points[key]
-            tp = conf.tensor_parallel
-            snap = snaps.get(key)
-            snap_error = (p.get("snapshot") or {}).get("error") if isinstance(p.get("snapshot"), dict) else None
-            bound = p["bound"]
-            if p["workers"] < p["bound_workers"]:
-                raise BoundViolation(f"{conf.gpu} TP {tp} at {rate:g} req/s: answer {p['workers']} workers is below "
-                                     f"the certified bound {p['bound_workers']}; please report this")
-            rows.append({
-                "gpu": conf.gpu, "tensor_parallel": tp, "rate": rate, "requests": p["measured_requests"],
-                "status": "optimal" if p["workers"] <= p["bound_workers"] else "simulated",
-                "workers": p["workers"], "gpus": p["workers"] * tp,
-                "bound_workers": p["bound_workers"], "bound_gpus": p["bound_workers"] * tp,
-                "bound_binding": p["bound_binding"],
-                "steady_bound_gpus": None if p["steady_bound_workers"] is None else p["steady_bound_workers"] * tp,
-                "gap": relative_gap(p["workers"], p["bound_workers"]),
-                "guarantee": (f"no policy serves these {p['measured_requests']} requests meeting the criterion with "
-                              f"fewer than {p['bound_workers'] * tp} GPUs {bound['relative_to']}"),
-                "p_ttft_s": p["p_ttft_s"], "p_tpot_s": p["p_tpot_s"], "attainment": p["attainment"],
-                "utilisation": p["utilisation"], "simulations": len(p["tried"]),
-                "answer_source": p["answer_source"],
-                "snapshot_workers": snap["workers"] if snap else None,
-                "snapshot_gpus": snap["workers"] * tp if snap else None,
-                "snapshot_bound_gpus": snap["bound_workers"] * tp if snap else None,
-                "snapshot_status": snap["status"] if snap else ("error" if snap_error else "not solved"),
-                "snapshot_method": snap["method"] if snap else None,
-                "best_fit_workers": snap["best_fit_workers"] if snap else None,
-                "price_per_gpu_hour": conf.price_per_hour,
-                "usd_per_hour": p["workers"] * tp * conf.price_per_hour,
-                "eq7_workers": max(1, math.ceil(fit[0] * rate + fit[1] - 1e-9)) if fit else None,
-                "seconds": p["seconds"], "note": (p["note"] + (f" snapshot: {snap_error}" if snap_error else "")).strip(),
-                "solver": "fleet-simulation",
-                "solve_seconds": p["seconds"],
-                "validation": p["check"],
-                "snapshot_validation": snap["validation"] if snap else None,
-                "bound": bound,
-            })
+        points, snaps = _settled_series(series, results, params)
+        fit = _eq7_fit(conf, series, points, fits)
+        rows += [_point_row(conf, rate, points[key], snaps.get(key), fit) for rate, key in series]
+    return _point_tables(rows, fits)
+
+
+def _settled_series(series: list[tuple[float, str]], results: dict[str, Any],
+                    params: dict[str, dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """(points, snapshot plans) of one (GPU type, TP) series after the monotone-answer rule
+    (`_monotone_answers`) and the snapshot rules (`_snapshot_series`); copies, ``results`` is not changed."""
+    points = {k: dict(results[k]) for _, k in series}
+    for p in points.values():
+        p.setdefault("answer_source", "own search")
+        p.setdefault("note", "")
+    _monotone_answers(series, points, params)
+    snaps = {k: dict(p["snapshot"]) for k, p in points.items()
+             if isinstance(p.get("snapshot"), dict) and "workers" in p["snapshot"]}
+    _snapshot_series(series, snaps, params)
+    return points, snaps
+
+
+def _eq7_fit(conf: Configuration, series: list[tuple[float, str]], points: dict[str, dict[str, Any]],
+             fits: list[dict[str, Any]]) -> tuple[float, float] | None:
+    """Eq. 7 ``N_w = ⌈k·λ + c⌉`` fitted to the series' answers, (k, c), appended to ``fits`` with its R²;
+    None with fewer than two distinct rates."""
+    rates = [r for r, _ in series]
+    workers = [points[k]["workers"] for _, k in series]
+    if len(set(rates)) < 2:
+        return None
+    k_w, c_w, r2 = fit_eq7(rates, workers)
+    fits.append({"gpu": conf.gpu, "tensor_parallel": conf.tensor_parallel, "k_w": k_w, "c_w": c_w, "r2": r2})
+    return k_w, c_w
+
+
+def _point_row(conf: Configuration, rate: float, p: dict[str, Any], snap: dict[str, Any] | None,
+               fit: tuple[float, float] | None) -> dict[str, Any]:
+    """The table row of one settled point: answer, certified bound (an answer below it raises
+    `BoundViolation`), gap, criterion, snapshot, $/h and the Eq. 7 estimate."""
+    tp = conf.tensor_parallel
+    snap_error = (p.get("snapshot") or {}).get("error") if isinstance(p.get("snapshot"), dict) else None
+    bound = p["bound"]
+    if p["workers"] < p["bound_workers"]:
+        raise BoundViolation(f"{conf.gpu} TP {tp} at {rate:g} req/s: answer {p['workers']} workers is below "
+                             f"the certified bound {p['bound_workers']}; please report this")
+    return {
+        "gpu": conf.gpu, "tensor_parallel": tp, "rate": rate, "requests": p["measured_requests"],
+        "status": "optimal" if p["workers"] <= p["bound_workers"] else "simulated",
+        "workers": p["workers"], "gpus": p["workers"] * tp,
+        "bound_workers": p["bound_workers"], "bound_gpus": p["bound_workers"] * tp,
+        "bound_binding": p["bound_binding"],
+        "steady_bound_gpus": None if p["steady_bound_workers"] is None else p["steady_bound_workers"] * tp,
+        "gap": relative_gap(p["workers"], p["bound_workers"]),
+        "guarantee": (f"no policy serves these {p['measured_requests']} requests meeting the criterion with "
+                      f"fewer than {p['bound_workers'] * tp} GPUs {bound['relative_to']}"),
+        "p_ttft_s": p["p_ttft_s"], "p_tpot_s": p["p_tpot_s"], "attainment": p["attainment"],
+        "utilisation": p["utilisation"], "simulations": len(p["tried"]),
+        "answer_source": p["answer_source"],
+        **_snapshot_columns(snap, snap_error, tp),
+        "price_per_gpu_hour": conf.price_per_hour,
+        "usd_per_hour": p["workers"] * tp * conf.price_per_hour,
+        "eq7_workers": max(1, math.ceil(fit[0] * rate + fit[1] - 1e-9)) if fit else None,
+        "seconds": p["seconds"], "note": (p["note"] + (f" snapshot: {snap_error}" if snap_error else "")).strip(),
+        "solver": "fleet-simulation",
+        "solve_seconds": p["seconds"],
+        "validation": p["check"],
+        "snapshot_validation": snap["validation"] if snap else None,
+        "bound": bound,
+    }
+
+
+def _snapshot_columns(snap: dict[str, Any] | None, snap_error: str | None, tp: int) -> dict[str, Any]:
+    """The snapshot plan's columns of a point row (None without a plan; status ``error`` when solving it
+    failed, ``not solved`` when it was not solved)."""
+    return {
+        "snapshot_workers": snap["workers"] if snap else None,
+        "snapshot_gpus": snap["workers"] * tp if snap else None,
+        "snapshot_bound_gpus": snap["bound_workers"] * tp if snap else None,
+        "snapshot_status": snap["status"] if snap else ("error" if snap_error else "not solved"),
+        "snapshot_method": snap["method"] if snap else None,
+        "best_fit_workers": snap["best_fit_workers"] if snap else None,
+    }
+
+
+def _point_tables(rows: list[dict[str, Any]], fits: list[dict[str, Any]]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The point table sorted by (GPU, TP, rate) with ``best_config`` (per GPU type and rate, the TP degree
+    with the fewest GPUs; ties: the smaller degree), and the Eq. 7 fit table."""
     table = pd.DataFrame(rows)
     if not table.empty:
         table = table.sort_values(["gpu", "tensor_parallel", "rate"], kind="stable").reset_index(drop=True)

@@ -1091,6 +1091,24 @@ def multi_scenario_from_mapping(raw: dict, source: Path | str) -> MultiScenario:
     fields goes through `scenario_from_mapping`; every problem is one `InputError` naming ``source`` and the
     field (``models[1].rates``: ...)."""
     path = Path(source)
+    entries = _model_entries(raw, path)
+    seen: dict[str, int] = {}
+    lengths: list[int] = []
+    for i, entry in enumerate(entries):
+        _check_model_entry(entry, i, path)
+        _check_entry_name(entry, i, path, seen)
+        _check_entry_rates(entry, i, path, lengths)
+    shared = {k: v for k, v in raw.items() if k != "models"}
+    title = str(raw.get("name", "capacity"))
+    scenarios = [_entry_scenario(shared, entry, i, title, path) for i, entry in enumerate(entries)]
+    _check_distinct_models(scenarios, path)
+    return MultiScenario(source=str(path), name=title, models=tuple(scenarios))
+
+
+def _model_entries(raw: dict, path: Path) -> list:
+    """The ``models:`` list of a several-model mapping, once the top level is checked: no ``model:``
+    beside it, a non-empty list, no shared per-model field (slos, criterion, workload, rates) and no
+    size classes."""
     if "model" in raw:
         raise InputError(path, "model", "give model: (one model) or models: (several sharing the GPUs), not both")
     entries = raw["models"]
@@ -1103,53 +1121,68 @@ def multi_scenario_from_mapping(raw: dict, source: Path | str) -> MultiScenario:
                                         "simulation, solve and cost_models_dir are shared")
     if "classes" in raw:
         raise InputError(path, "classes", "size classes are not supported with models: (give one model, or drop classes)")
-    seen: dict[str, int] = {}
-    lengths: list[int] = []
-    for i, entry in enumerate(entries):
-        if not isinstance(entry, dict):
-            raise InputError(path, f"models[{i}]", "must be a mapping {model, slos, workload, rates[, criterion]}")
-        for key in entry:
-            if key not in MODEL_FIELDS:
-                raise InputError(path, f"models[{i}].{key}", f"unknown field (a model entry takes "
-                                                            f"{', '.join(MODEL_FIELDS)}; gpus, placement, simulation and "
-                                                            "solve are shared, at the top level)")
-        for key in ("model", "slos", "rates"):
-            if entry.get(key) in (None, "", {}):
-                raise InputError(path, f"models[{i}].{key}", "required field is missing")
-        name = entry["model"]
-        if isinstance(name, str):
-            if name.lower() in seen:
-                raise InputError(path, f"models[{i}].model", f"{name} is given twice (models[{seen[name.lower()]}] and "
-                                                             f"models[{i}]); give each model once")
-            seen[name.lower()] = i
-        rates = entry["rates"]
-        if isinstance(rates, list):
-            numbers = all(isinstance(r, (int, float)) and not isinstance(r, bool) for r in rates)
-            if numbers and any(b <= a for a, b in zip(rates, rates[1:])):
-                raise InputError(path, f"models[{i}].rates", f"must be strictly increasing, got {rates} (rate index i "
-                                                             "of every model forms joint point i)")
-            if lengths and len(rates) != lengths[0]:
-                raise InputError(path, f"models[{i}].rates", f"{len(rates)} rate(s), but models[0].rates has "
-                                                             f"{lengths[0]}: every model needs one rate per joint point "
-                                                             "(rate index i of every model forms joint point i)")
-            lengths.append(len(rates))
-    shared = {k: v for k, v in raw.items() if k != "models"}
-    title = str(raw.get("name", "capacity"))
-    scenarios = []
-    for i, entry in enumerate(entries):
-        try:
-            scenario = scenario_from_mapping({**shared, **entry, "name": f"{title} / {entry['model']}"}, path)
-        except InputError as exc:
-            if exc.source != str(path):
-                raise
-            root = re.split(r"[.\[]", exc.field, maxsplit=1)[0] if exc.field else ""
-            if root in MODEL_FIELDS:
-                raise InputError(path, f"models[{i}].{exc.field}", exc.problem) from None
-            raise InputError(path, exc.field or "models", f"{exc.problem} (for models[{i}], {entry['model']})") from None
-        scenarios.append(scenario)
+    return entries
+
+
+def _check_model_entry(entry: object, i: int, path: Path) -> None:
+    """Entry ``models[i]`` is a mapping of `MODEL_FIELDS` only, with model, slos and rates given."""
+    if not isinstance(entry, dict):
+        raise InputError(path, f"models[{i}]", "must be a mapping {model, slos, workload, rates[, criterion]}")
+    for key in entry:
+        if key not in MODEL_FIELDS:
+            raise InputError(path, f"models[{i}].{key}", f"unknown field (a model entry takes "
+                                                        f"{', '.join(MODEL_FIELDS)}; gpus, placement, simulation and "
+                                                        "solve are shared, at the top level)")
+    for key in ("model", "slos", "rates"):
+        if entry.get(key) in (None, "", {}):
+            raise InputError(path, f"models[{i}].{key}", "required field is missing")
+
+
+def _check_entry_name(entry: dict, i: int, path: Path, seen: dict[str, int]) -> None:
+    """A model name given as text is not given twice (case-insensitive); ``seen``: lower-case name → index."""
+    name = entry["model"]
+    if isinstance(name, str):
+        if name.lower() in seen:
+            raise InputError(path, f"models[{i}].model", f"{name} is given twice (models[{seen[name.lower()]}] and "
+                                                         f"models[{i}]); give each model once")
+        seen[name.lower()] = i
+
+
+def _check_entry_rates(entry: dict, i: int, path: Path, lengths: list[int]) -> None:
+    """A list of rates is strictly increasing (when all are numbers) and as long as ``models[0].rates``
+    (rate index i of every model forms joint point i); ``lengths``: the list lengths seen so far."""
+    rates = entry["rates"]
+    if not isinstance(rates, list):
+        return
+    numbers = all(isinstance(r, (int, float)) and not isinstance(r, bool) for r in rates)
+    if numbers and any(b <= a for a, b in zip(rates, rates[1:])):
+        raise InputError(path, f"models[{i}].rates", f"must be strictly increasing, got {rates} (rate index i "
+                                                     "of every model forms joint point i)")
+    if lengths and len(rates) != lengths[0]:
+        raise InputError(path, f"models[{i}].rates", f"{len(rates)} rate(s), but models[0].rates has "
+                                                     f"{lengths[0]}: every model needs one rate per joint point "
+                                                     "(rate index i of every model forms joint point i)")
+    lengths.append(len(rates))
+
+
+def _entry_scenario(shared: dict, entry: dict, i: int, title: str, path: Path) -> Scenario:
+    """Model ``models[i]``'s own `Scenario` (its entry over the shared fields); an error in one of its own
+    fields names ``models[i].<field>``, an error in a shared field names that field and the model."""
+    try:
+        return scenario_from_mapping({**shared, **entry, "name": f"{title} / {entry['model']}"}, path)
+    except InputError as exc:
+        if exc.source != str(path):
+            raise
+        root = re.split(r"[.\[]", exc.field, maxsplit=1)[0] if exc.field else ""
+        if root in MODEL_FIELDS:
+            raise InputError(path, f"models[{i}].{exc.field}", exc.problem) from None
+        raise InputError(path, exc.field or "models", f"{exc.problem} (for models[{i}], {entry['model']})") from None
+
+
+def _check_distinct_models(scenarios: list[Scenario], path: Path) -> None:
+    """No catalog model appears twice (two spellings of one model)."""
     names = [s.model.name for s in scenarios]
     for j, name in enumerate(names):
         if names.index(name) != j:
             raise InputError(path, f"models[{j}].model", f"{name} is given twice (models[{names.index(name)}] and "
                                                          f"models[{j}]); give each model once")
-    return MultiScenario(source=str(path), name=title, models=tuple(scenarios))

@@ -58,26 +58,58 @@ def fit_cmd(
     """Fit cost models by least squares and report held-out error (MAPE on rows not used for fitting).
 
     --seed draws the held-out split; --force overwrites existing model files in --out-dir."""
-    from planner.costmodels.files import cost_model_filename, save_cost_model
+    from planner.costmodels.files import cost_model_filename
 
-    if not source.exists():
-        raise PlannerError(f"{source}: file not found")
-    if tensor_parallel is not None and tensor_parallel < 1:
-        raise PlannerError(f"--tp must be at least 1, got {tensor_parallel}")
-    check_output_dir(out_dir, "--out-dir")  # before fitting: a file, or a place that cannot be written
+    _check_request(source, tensor_parallel, out_dir)
     fmt = fmt or _guess_format(source)
     if kind == "batchtime":
         if fmt not in FORMATS:
             raise PlannerError(f"--source-format must be one of {', '.join(FORMATS)}, got {fmt!r}")
         _fit_batchtime(source, fmt, out_dir, model, gpu, tensor_parallel, seed, force, json_out)
         return
+    kinds = _fit_kinds(kind)
+    from planner.costmodels.fitting import fit_groups  # scipy.optimize: imported only when fitting
+
+    profile, dropped = _read(source, fmt)
+    profile = _matching_profile(profile, source, model, gpu, tensor_parallel)
+    rows = []
+    skipped: list[str] = []
+    for k in kinds:
+        with run_progress(f"fitting {k} cost models on {len(profile):,} rows"):
+            fitted_models, skipped_groups = fit_groups(profile, k, source=f"{source} ({UPSTREAM[fmt]})", seed=seed,
+                                                       dropped_rows=dropped)
+        skipped += skipped_groups
+        for fitted in fitted_models:
+            path = out_dir / cost_model_filename(k, fitted.model, fitted.gpu, fitted.tensor_parallel)
+            written = _write_model(fitted, path, force, keep_measured=fmt != "splitwise")
+            rows.append(_fit_row(k, fitted, path, written))
+    if json_out:
+        print(to_json({"source": str(source), "format": fmt, "dropped_rows": dropped, "models": rows, "skipped": skipped}))
+        return
+    _show_fits(source, fmt, rows, skipped, dropped)
+
+
+def _check_request(source: Path, tensor_parallel: int | None, out_dir: Path) -> None:
+    """Refuse, before any fitting, a missing source, a TP below 1 and an --out-dir that cannot be written."""
+    if not source.exists():
+        raise PlannerError(f"{source}: file not found")
+    if tensor_parallel is not None and tensor_parallel < 1:
+        raise PlannerError(f"--tp must be at least 1, got {tensor_parallel}")
+    check_output_dir(out_dir, "--out-dir")  # before fitting: a file, or a place that cannot be written
+
+
+def _fit_kinds(kind: str) -> tuple[str, ...]:
+    """The per-phase forms ``--kind`` stands for (``both`` = aladdin + bilinear); any other word is refused."""
     kinds = ("aladdin", "bilinear") if kind == "both" else (kind,)
     for k in kinds:
         if k not in ("aladdin", "bilinear", "hetero"):
             raise PlannerError(f"--kind must be aladdin, bilinear, hetero (p1..p8), both or batchtime, got {kind!r}")
-    from planner.costmodels.fitting import fit_groups  # scipy.optimize: imported only when fitting
+    return kinds
 
-    profile, dropped = _read(source, fmt)
+
+def _matching_profile(profile, source: Path, model: str | None, gpu: str | None, tensor_parallel: int | None):
+    """The profile rows of the --model / --gpu / --tp filters (catalog names or aliases; case-insensitive);
+    no matching row is an error."""
     from planner.catalog import canonical_gpu_name, canonical_model_name
 
     if model:
@@ -88,41 +120,44 @@ def fit_cmd(
         profile = profile[profile.tensor_parallel == tensor_parallel]
     if profile.empty:
         raise PlannerError(f"{source}: no profile rows match the --model/--gpu/--tp filters")
-    rows = []
-    skipped: list[str] = []
-    for k in kinds:
-        with run_progress(f"fitting {k} cost models on {len(profile):,} rows"):
-            fitted_models, skipped_groups = fit_groups(profile, k, source=f"{source} ({UPSTREAM[fmt]})", seed=seed,
-                                                       dropped_rows=dropped)
-        skipped += skipped_groups
-        for fitted in fitted_models:
-            path = out_dir / cost_model_filename(k, fitted.model, fitted.gpu, fitted.tensor_parallel)
-            written = "skipped (exists; --force to overwrite)"
-            if force and fmt != "splitwise" and path.exists() and _measured_file(path):
-                written = "kept (the existing file is fitted on end-to-end measurements)"
-            elif force or not path.exists():
-                try:
-                    save_cost_model(fitted, path)
-                except OSError as exc:  # a file where a directory should be, no permission, disk full
-                    raise PlannerError(f"{path}: cannot write the cost model: {exc.strerror or exc}") from None
-                written = "written"
-            phases = fitted.fit.phases if fitted.fit else {}
-            rows.append(
-                {
-                    "kind": k,
-                    "model": fitted.model,
-                    "gpu": fitted.gpu,
-                    "tensor_parallel": fitted.tensor_parallel,
-                    "file": str(path),
-                    "status": written,
-                    **{f"{ph}_train_mape": q.train_mape for ph, q in phases.items()},
-                    **{f"{ph}_holdout_mape": q.holdout_mape for ph, q in phases.items()},
-                    **{f"{ph}_holdout_rows": q.holdout_rows for ph, q in phases.items()},
-                }
-            )
-    if json_out:
-        print(to_json({"source": str(source), "format": fmt, "dropped_rows": dropped, "models": rows, "skipped": skipped}))
-        return
+    return profile
+
+
+def _write_model(fitted, path: Path, force: bool, *, keep_measured: bool) -> str:
+    """Write ``fitted`` to ``path`` unless a file is there (then only with ``force``); returns the status
+    shown for the file.  With ``keep_measured`` a file fitted on end-to-end measurements (`_measured_file`)
+    is kept even with ``force``."""
+    from planner.costmodels.files import save_cost_model
+
+    if force and keep_measured and path.exists() and _measured_file(path):
+        return "kept (the existing file is fitted on end-to-end measurements)"
+    if path.exists() and not force:
+        return "skipped (exists; --force to overwrite)"
+    try:
+        save_cost_model(fitted, path)
+    except OSError as exc:  # a file where a directory should be, no permission, disk full
+        raise PlannerError(f"{path}: cannot write the cost model: {exc.strerror or exc}") from None
+    return "written"
+
+
+def _fit_row(kind: str, fitted, path: Path, written: str) -> dict:
+    """One reported row of an Aladdin / bilinear / hetero fit: train and held-out MAPE per phase."""
+    phases = fitted.fit.phases if fitted.fit else {}
+    return {
+        "kind": kind,
+        "model": fitted.model,
+        "gpu": fitted.gpu,
+        "tensor_parallel": fitted.tensor_parallel,
+        "file": str(path),
+        "status": written,
+        **{f"{ph}_train_mape": q.train_mape for ph, q in phases.items()},
+        **{f"{ph}_holdout_mape": q.holdout_mape for ph, q in phases.items()},
+        **{f"{ph}_holdout_rows": q.holdout_rows for ph, q in phases.items()},
+    }
+
+
+def _show_fits(source: Path, fmt: str, rows: list[dict], skipped: list[str], dropped: int) -> None:
+    """The table of an Aladdin / bilinear / hetero fit, then the skipped groups and dropped rows (stderr)."""
     t = Table(title=f"Fitted cost models from {source} ({fmt}); held-out = configurations not used for fitting",
               title_justify="left")
     for col in ("kind", "model", "gpu", "TP", "prefill MAPE train/held-out", "decode MAPE train/held-out", "file"):
@@ -149,22 +184,45 @@ def _pct(v: float | None) -> str:
 def _fit_batchtime(source: Path, fmt: str, out_dir: Path, model: str | None, gpu: str | None,
                    tensor_parallel: int | None, seed: int, force: bool, json_out: bool) -> None:
     """`planner fit --kind batchtime`: `planner.costmodels.batchtime` per (model, GPU, TP), with derived forms."""
+    groups, skipped, dropped = _batchtime_groups(source, fmt)
+    groups = _matching_groups(groups, source, model, gpu, tensor_parallel)
+    rows = []
+    for g in groups:
+        row = _fit_batchtime_group(g, source, fmt, out_dir, seed, force, skipped)
+        if row is not None:
+            rows.append(row)
+    if not rows:  # every group was refused: say why (one line) instead of an empty table
+        raise PlannerError(skipped[0] if len(skipped) == 1 else f"{skipped[0]} (and {len(skipped) - 1} more groups)")
+    if json_out:
+        print(to_json({"source": str(source), "format": fmt, "kind": "batchtime", "dropped_rows": dropped,
+                       "models": rows, "skipped": skipped}))
+        return
+    _show_batchtime_fits(source, fmt, rows, skipped, dropped)
+
+
+def _batchtime_groups(source: Path, fmt: str) -> tuple[list, list[str], int]:
+    """(measured-row groups per (model, GPU, TP), skipped-group reasons, rows dropped by the reader):
+    Vidur kernel compositions (`batchtime_sources.vidur_groups`) or Splitwise / table rows
+    (`batchtime_sources.splitwise_groups`)."""
     import warnings
 
-    from planner.catalog import canonical_gpu_name, canonical_model_name
-    from planner.costmodels.batchtime import derive_forms
-    from planner.costmodels.batchtime_sources import fit_group, splitwise_groups, vidur_groups
-    from planner.costmodels.files import cost_model_filename, load_cost_model, save_cost_model
+    from planner.costmodels.batchtime_sources import splitwise_groups, vidur_groups
 
-    skipped: list[str] = []
-    dropped = 0
     if fmt == "vidur":
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             groups, skipped = vidur_groups(source)
-    else:
-        profile, dropped = _read(source, fmt)
-        groups = splitwise_groups(profile)
+        return groups, skipped, 0
+    profile, dropped = _read(source, fmt)
+    return splitwise_groups(profile), [], dropped
+
+
+def _matching_groups(groups: list, source: Path, model: str | None, gpu: str | None,
+                     tensor_parallel: int | None) -> list:
+    """The groups of the --model / --gpu / --tp filters (catalog names or aliases; case-insensitive);
+    no matching group is an error."""
+    from planner.catalog import canonical_gpu_name, canonical_model_name
+
     want_model = (canonical_model_name(model) or model).lower() if model else None
     want_gpu = (canonical_gpu_name(gpu) or gpu).lower() if gpu else None
     groups = [g for g in groups if (want_model is None or g.model.lower() == want_model)
@@ -172,51 +230,66 @@ def _fit_batchtime(source: Path, fmt: str, out_dir: Path, model: str | None, gpu
               and (tensor_parallel is None or g.tensor_parallel == tensor_parallel)]
     if not groups:
         raise PlannerError(f"{source}: no profile rows match the --model/--gpu/--tp filters")
-    rows = []
-    for g in groups:
-        label = f"{source} ({UPSTREAM[fmt]}) [model={g.model}, gpu={g.gpu}, tp={g.tensor_parallel}]"
-        try:
-            with run_progress(f"fitting the batch-time model of {g.model} on {g.gpu} TP {g.tensor_parallel}"):
-                bt = fit_group(g, source=label, seed=seed)
-        except PlannerError as exc:
-            skipped.append(f"batchtime {g.model} on {g.gpu} tp{g.tensor_parallel}: skipped ({exc})")
-            continue
-        current = {}
-        if not g.attention_added:  # the shipped forms can be scored on these rows (they hold every term)
-            for k in ("aladdin", "bilinear"):
-                existing = out_dir / cost_model_filename(k, g.model, g.gpu, g.tensor_parallel)
-                if existing.exists():
-                    try:
-                        current[k] = (existing, load_cost_model(existing))
-                    except PlannerError:
-                        pass
-        bt = bt.model_copy(update={"derived": derive_forms(bt, g.rows, layers=g.layers, current=current,
-                                                           against_model=bool(g.attention_added))})
-        path = out_dir / cost_model_filename("batchtime", bt.model, bt.gpu, bt.tensor_parallel)
-        written = "skipped (exists; --force to overwrite)"
-        if force and bt.source_kind != "measured end-to-end" and path.exists() and _measured_file(path):
-            written = "kept (the existing file is fitted on end-to-end measurements)"
-        elif force or not path.exists():
+    return groups
+
+
+def _fit_batchtime_group(g, source: Path, fmt: str, out_dir: Path, seed: int, force: bool,
+                         skipped: list[str]) -> dict | None:
+    """Fit, derive the per-phase forms of, and write the batch-time model of group ``g``; its reported row,
+    or None when the fit refuses the group (the reason is appended to ``skipped``)."""
+    from planner.costmodels.batchtime import derive_forms
+    from planner.costmodels.batchtime_sources import fit_group
+    from planner.costmodels.files import cost_model_filename
+
+    label = f"{source} ({UPSTREAM[fmt]}) [model={g.model}, gpu={g.gpu}, tp={g.tensor_parallel}]"
+    try:
+        with run_progress(f"fitting the batch-time model of {g.model} on {g.gpu} TP {g.tensor_parallel}"):
+            bt = fit_group(g, source=label, seed=seed)
+    except PlannerError as exc:
+        skipped.append(f"batchtime {g.model} on {g.gpu} tp{g.tensor_parallel}: skipped ({exc})")
+        return None
+    current = _current_files(g, out_dir)
+    bt = bt.model_copy(update={"derived": derive_forms(bt, g.rows, layers=g.layers, current=current,
+                                                       against_model=bool(g.attention_added))})
+    path = out_dir / cost_model_filename("batchtime", bt.model, bt.gpu, bt.tensor_parallel)
+    written = _write_model(bt, path, force, keep_measured=bt.source_kind != "measured end-to-end")
+    return _batchtime_row(bt, path, written)
+
+
+def _current_files(g, out_dir: Path) -> dict:
+    """The readable Aladdin / bilinear files of group ``g`` already in ``out_dir`` ({kind: (path, model)}),
+    scored by `derive_forms` on the group's rows; none when the rows lack the attention terms (the shipped
+    forms can be scored only on rows that hold every term)."""
+    from planner.costmodels.files import cost_model_filename, load_cost_model
+
+    current = {}
+    if g.attention_added:
+        return current
+    for k in ("aladdin", "bilinear"):
+        existing = out_dir / cost_model_filename(k, g.model, g.gpu, g.tensor_parallel)
+        if existing.exists():
             try:
-                save_cost_model(bt, path)  # type: ignore[arg-type]
-            except OSError as exc:
-                raise PlannerError(f"{path}: cannot write the cost model: {exc.strerror or exc}") from None
-            written = "written"
-        phases = bt.fit.phases if bt.fit else {}
-        rows.append({
-            "kind": "batchtime", "model": bt.model, "gpu": bt.gpu, "tensor_parallel": bt.tensor_parallel,
-            "source_kind": bt.source_kind, "file": str(path), "status": written,
-            **{f"{ph}_train_mape": q.train_mape for ph, q in phases.items()},
-            **{f"{ph}_cv_configuration_mape": q.cv["configuration"].mape for ph, q in phases.items()},
-            **{f"{ph}_cv_batch_size_mape": q.cv["batch_size"].mape for ph, q in phases.items()},
-            "caveats": [c.code for c in bt.caveats],
-        })
-    if not rows:  # every group was refused: say why (one line) instead of an empty table
-        raise PlannerError(skipped[0] if len(skipped) == 1 else f"{skipped[0]} (and {len(skipped) - 1} more groups)")
-    if json_out:
-        print(to_json({"source": str(source), "format": fmt, "kind": "batchtime", "dropped_rows": dropped,
-                       "models": rows, "skipped": skipped}))
-        return
+                current[k] = (existing, load_cost_model(existing))
+            except PlannerError:
+                pass
+    return current
+
+
+def _batchtime_row(bt, path: Path, written: str) -> dict:
+    """One reported row of a batch-time fit: train MAPE and the two cross-validated MAPEs per phase."""
+    phases = bt.fit.phases if bt.fit else {}
+    return {
+        "kind": "batchtime", "model": bt.model, "gpu": bt.gpu, "tensor_parallel": bt.tensor_parallel,
+        "source_kind": bt.source_kind, "file": str(path), "status": written,
+        **{f"{ph}_train_mape": q.train_mape for ph, q in phases.items()},
+        **{f"{ph}_cv_configuration_mape": q.cv["configuration"].mape for ph, q in phases.items()},
+        **{f"{ph}_cv_batch_size_mape": q.cv["batch_size"].mape for ph, q in phases.items()},
+        "caveats": [c.code for c in bt.caveats],
+    }
+
+
+def _show_batchtime_fits(source: Path, fmt: str, rows: list[dict], skipped: list[str], dropped: int) -> None:
+    """The table of a batch-time fit, then the skipped groups and dropped rows (stderr)."""
     t = Table(title=f"Batch-time models from {source} ({fmt}); held-out MAPE = 5-fold cross-validation on measured "
                     "rows (folds by configuration / by tokens in the batch)", title_justify="left")
     for col in ("model", "gpu", "TP", "source", "prefill held-out conf/size", "decode held-out conf/size", "caveats",

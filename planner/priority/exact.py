@@ -726,60 +726,128 @@ def solve_exact(problem: PriorityProblem, incumbent: Plan, time_limit: float | N
     started = time.perf_counter()
     if clock is None and time_limit is not None:
         clock = WorkClock(time_limit, started)
+    run = _exact_run(problem, incumbent, node_limit, clock)
+    if problem.b_max >= 2 and PLAIN_NODE_BUDGET > 0:
+        first = _plain_search(run)
+        if first is not None:
+            return ExactOutcome(first.plan, first.proven, first.bound_g, first.nodes,
+                                time.perf_counter() - started, first.message, wall_cut=run.wall_cut)
+    lam = run.incumbent.met / run.incumbent.total_ms if run.incumbent.total_ms > 0 else 0.0
+    relaxation = root_relaxation(problem, lam, clock=clock, work_end=run.work_end, deadline=run.deadline)
+    count_pass = _plan_count_pass(run, relaxation)
+    outcome, relaxation = _search_with_restarts(run, relaxation, count_pass)
+    bound_g, count_split = _reported_bound(run, outcome, relaxation, count_pass)
+    message = outcome.message.replace(f"after {outcome.nodes} nodes", f"after {run.nodes + outcome.nodes} nodes")
+    return ExactOutcome(outcome.plan, outcome.proven, bound_g, run.nodes + outcome.nodes,
+                        time.perf_counter() - started, message,
+                        lagrangian=None if relaxation is None else relaxation.value, count_split=count_split,
+                        wall_cut=run.wall_cut or (clock is not None and clock.wall_cut))
+
+
+@dataclass
+class _ExactRun:
+    """One `solve_exact` call's state between its steps: the incumbent, the nodes searched so far and the
+    node limit left, the nominal time at which the searches stop (``work_end``: the limit less
+    `effort.finish_seconds`, None without a limit) and the wall-clock guard (``deadline``, a
+    `time.perf_counter` value, None without a guard)."""
+
+    problem: PriorityProblem
+    incumbent: Plan
+    node_limit: int | None
+    clock: WorkClock | None
+    work_end: float | None
+    deadline: float | None
+    nodes: int = 0
+    wall_cut: bool = False
+
+
+def _exact_run(problem: PriorityProblem, incumbent: Plan, node_limit: int | None,
+               clock: WorkClock | None) -> _ExactRun:
+    """The state at the start of `solve_exact`: the searches end ``effort.finish_seconds`` before the
+    clock's limit (nominal), the wall guard at ``guard_share`` of the limit less the same time."""
     limit = None if clock is None else clock.time_limit
     finish = effort.finish_seconds(problem.size)
     work_end = None if limit is None else limit - finish
     deadline = None if limit is None or not math.isfinite(clock.guard_share) else \
         clock.started + clock.guard_share * limit - finish
-    nodes = 0
-    wall_cut = False
-    if problem.b_max >= 2 and PLAIN_NODE_BUDGET > 0:
-        budget = PLAIN_NODE_BUDGET if node_limit is None else min(node_limit, PLAIN_NODE_BUDGET)
-        first = search_once(problem, incumbent, deadline, budget, None, clock=clock, work_limit=work_end)
-        wall_cut = first.wall_cut
-        out_of_time = work_end is not None and (clock.spent >= work_end or first.wall_cut)
-        if first.proven or out_of_time or (node_limit is not None and node_limit <= PLAIN_NODE_BUDGET):
-            return ExactOutcome(first.plan, first.proven, first.bound_g, first.nodes,
-                                time.perf_counter() - started, first.message, wall_cut=wall_cut)
-        incumbent, nodes = first.plan, first.nodes
-        if node_limit is not None:
-            node_limit -= nodes
-    lam = incumbent.met / incumbent.total_ms if incumbent.total_ms > 0 else 0.0
-    relaxation = root_relaxation(problem, lam, clock=clock, work_end=work_end, deadline=deadline) \
-        if clock is not None else root_relaxation(problem, lam, None)
-    # the count-split pass (reported bound only) runs if the search stops; its time is reserved up front
-    count_pass = relaxation is not None and relaxation.value > VALUE_TOLERANCE * max(1, problem.size)
-    search_end = work_end
-    reserve = 0.0
-    if count_pass and work_end is not None:
-        from planner.priority.lagrangian import relaxation_data
+    return _ExactRun(problem, incumbent, node_limit, clock, work_end, deadline)
 
-        reserve = effort.count_pass_seconds(problem.size, relaxation_data(problem)[3], problem.b_max)
-        count_pass = work_end - clock.spent > 4 * reserve  # else it would eat most of the time left
-        if count_pass:
-            search_end = work_end - reserve
-    search_deadline = deadline if not count_pass or deadline is None else deadline - reserve
+
+def _plain_search(run: _ExactRun) -> ExactOutcome | None:
+    """The first search, without the Lagrangian bound, of at most PLAIN_NODE_BUDGET nodes: its outcome
+    when it is final (proven, out of nominal time or wall-cut, or the node limit is within the budget);
+    else None, with its best plan as the incumbent and its nodes counted in ``run``."""
+    clock, work_end, node_limit = run.clock, run.work_end, run.node_limit
+    budget = PLAIN_NODE_BUDGET if node_limit is None else min(node_limit, PLAIN_NODE_BUDGET)
+    first = search_once(run.problem, run.incumbent, run.deadline, budget, None, clock=clock, work_limit=work_end)
+    run.wall_cut = first.wall_cut
+    out_of_time = work_end is not None and (clock.spent >= work_end or first.wall_cut)
+    if first.proven or out_of_time or (node_limit is not None and node_limit <= PLAIN_NODE_BUDGET):
+        return first
+    run.incumbent, run.nodes = first.plan, first.nodes
+    if node_limit is not None:
+        run.node_limit = node_limit - first.nodes
+    return None
+
+
+@dataclass(frozen=True)
+class _CountPass:
+    """Whether the count-split pass runs if the search stops (``planned``), the nominal seconds reserved
+    for it, and the nominal end and wall deadline of the searches once that time is kept."""
+
+    planned: bool
+    reserve: float
+    search_end: float | None
+    search_deadline: float | None
+
+
+def _plan_count_pass(run: _ExactRun, relaxation: LagrangianBound | None) -> _CountPass:
+    """The count-split pass (reported bound only) is planned when the root relaxation does not already
+    prove the incumbent; under a time limit its time (`effort.count_pass_seconds`) is reserved up front,
+    and it is dropped when that reserve exceeds a quarter of the nominal time left."""
+    planned = relaxation is not None and relaxation.value > VALUE_TOLERANCE * max(1, run.problem.size)
+    search_end = run.work_end
+    reserve = 0.0
+    if planned and run.work_end is not None:
+        reserve = effort.count_pass_seconds(run.problem.size, relaxation_data(run.problem)[3], run.problem.b_max)
+        planned = run.work_end - run.clock.spent > 4 * reserve  # else it would eat most of the time left
+        if planned:
+            search_end = run.work_end - reserve
+    search_deadline = run.deadline if not planned or run.deadline is None else run.deadline - reserve
+    return _CountPass(planned, reserve, search_end, search_deadline)
+
+
+def _search_with_restarts(run: _ExactRun, relaxation: LagrangianBound | None,
+                          count_pass: _CountPass) -> tuple[ExactOutcome, LagrangianBound | None]:
+    """Search with the Lagrangian bound; whenever a search stops because its best plan beats the bound's
+    λ by RESTART_GAIN, re-tune the bound at that plan's G and search again from it.  Returns the last
+    search's outcome and the bound it used (its nodes are not yet counted in ``run``)."""
+    problem, clock = run.problem, run.clock
     while True:
-        outcome = search_once(problem, incumbent, search_deadline, node_limit, relaxation, RESTART_GAIN,
-                              clock=clock, work_limit=search_end)
-        wall_cut = wall_cut or outcome.wall_cut
+        outcome = search_once(problem, run.incumbent, count_pass.search_deadline, run.node_limit, relaxation,
+                              RESTART_GAIN, clock=clock, work_limit=count_pass.search_end)
+        run.wall_cut = run.wall_cut or outcome.wall_cut
         if outcome.message != IMPROVED:
-            break
-        nodes += outcome.nodes
-        if node_limit is not None:
-            node_limit = max(node_limit - outcome.nodes, 0)
-        incumbent = outcome.plan
-        relaxation = retuned_relaxation(problem, incumbent.met / incumbent.total_ms, relaxation, clock=clock,
-                                        work_end=search_end, deadline=search_deadline)
+            return outcome, relaxation
+        run.nodes += outcome.nodes
+        if run.node_limit is not None:
+            run.node_limit = max(run.node_limit - outcome.nodes, 0)
+        run.incumbent = outcome.plan
+        relaxation = retuned_relaxation(problem, run.incumbent.met / run.incumbent.total_ms, relaxation,
+                                        clock=clock, work_end=count_pass.search_end,
+                                        deadline=count_pass.search_deadline)
+
+
+def _reported_bound(run: _ExactRun, outcome: ExactOutcome, relaxation: LagrangianBound | None,
+                    count_pass: _CountPass) -> tuple[float, bool]:
+    """(bound on G, whether it is the count-split bound): the search's bound, or the count-split bound
+    (`count_split_bound`, at least the plan's G) when the search stopped unproven, the pass was planned
+    and it is tighter; the pass's reserved time is charged to the clock."""
     bound_g, count_split = outcome.bound_g, False
-    if count_pass and not outcome.proven:
-        if clock is not None:
-            clock.charge(reserve)
-        count_g = 1000.0 * count_split_bound(problem, relaxation)
+    if count_pass.planned and not outcome.proven:
+        if run.clock is not None:
+            run.clock.charge(count_pass.reserve)
+        count_g = 1000.0 * count_split_bound(run.problem, relaxation)
         if count_g < bound_g:
             bound_g, count_split = max(count_g, outcome.plan.g), True
-    message = outcome.message.replace(f"after {outcome.nodes} nodes", f"after {nodes + outcome.nodes} nodes")
-    return ExactOutcome(outcome.plan, outcome.proven, bound_g, nodes + outcome.nodes,
-                        time.perf_counter() - started, message,
-                        lagrangian=None if relaxation is None else relaxation.value, count_split=count_split,
-                        wall_cut=wall_cut or (clock is not None and clock.wall_cut))
+    return bound_g, count_split

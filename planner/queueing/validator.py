@@ -50,62 +50,110 @@ def replay(problem: QueueingProblem, assignment: QueueAssignment) -> dict:
 
 
 def validate_assignment(problem: QueueingProblem, assignment: QueueAssignment, objective: str | None = None) -> ValidationReport:
+    """The plan's violations, in this order, and its objective (the module docstring's rules).
+
+    A plan with the wrong number of queues, an unknown, missing or repeated group, a group on a queue its
+    model does not fit, or an open scale-up candidate is not replayed (objective NaN); otherwise every
+    queue is replayed (`replay`), deadlines are checked when they are hard and the objective is recomputed.
+    """
     objective = objective or problem.objective
-    violations: list[Violation] = []
-    if len(assignment.queues) != problem.num_queues:
-        violations.append(Violation("queues", "plan", len(assignment.queues), problem.num_queues,
-                                    f"plan has {len(assignment.queues)} queues, the problem {problem.num_queues}"))
+    violations = _check_queue_count(problem, assignment)
+    if violations:
         return ValidationReport(False, math.nan, tuple(violations), objective_name=objective)
     seen: dict[int, int] = {}
     for q, sequence in enumerate(assignment.queues):
-        queue = problem.queues[q]
-        for i in sequence:
-            if not 0 <= i < problem.num_groups:
-                violations.append(Violation("group_once", queue.name, i, problem.num_groups, f"unknown group index {i}"))
-                continue
-            seen[i] = seen.get(i, 0) + 1
-            if not math.isfinite(problem.work_s[queue.type_index, i]):
-                violations.append(Violation("fits", f"{problem.groups[i].name} on {queue.name}", 1, 0,
-                                            f"{problem.groups[i].model} does not fit on {queue.name}"))
-        if queue.optional and sequence and objective != "scale_up":
-            violations.append(Violation("open_queue", queue.name, len(sequence), 0,
-                                        f"scale-up candidate {queue.name} is used outside a scale-up plan"))
-    for i, group in enumerate(problem.groups):
-        if seen.get(i, 0) != 1:
-            violations.append(Violation("group_once", group.name, seen.get(i, 0), 1,
-                                        f"group {group.name} is planned {seen.get(i, 0)} times"))
+        violations += _check_fits(problem, q, sequence, seen)
+        violations += _check_open_queue(problem, q, sequence, objective)
+    violations += _check_group_once(problem, seen)
     if violations:
         return ValidationReport(False, math.nan, tuple(violations), objective_name=objective)
     play = replay(problem, assignment)
     lateness = {i: play["estimate"][i] - g.slo_s for i, g in enumerate(problem.groups)}
-    hard = objective in ("penalty", "scale_up")
-    if hard:
-        for i, late in lateness.items():
-            if late > TOLERANCE * max(1.0, abs(problem.groups[i].slo_s)):
-                violations.append(Violation("deadline", problem.groups[i].name, play["estimate"][i], problem.groups[i].slo_s,
-                                            f"group {problem.groups[i].name} estimated at {play['estimate'][i]:.3f} s "
-                                            f"> SLO {problem.groups[i].slo_s:.3f} s"))
+    if objective in ("penalty", "scale_up"):  # hard deadlines
+        violations += _check_deadlines(problem, play["estimate"], lateness)
+    value = _objective_value(problem, assignment, lateness, objective)
+    return ValidationReport(not violations, float(value), tuple(violations), _details(problem, play, lateness),
+                            objective_name=objective)
+
+
+def _check_queue_count(problem: QueueingProblem, assignment: QueueAssignment) -> list[Violation]:
+    """``queues``: the plan has one sequence per virtual queue of the problem."""
+    if len(assignment.queues) == problem.num_queues:
+        return []
+    return [Violation("queues", "plan", len(assignment.queues), problem.num_queues,
+                      f"plan has {len(assignment.queues)} queues, the problem {problem.num_queues}")]
+
+
+def _check_fits(problem: QueueingProblem, q: int, sequence, seen: dict[int, int]) -> list[Violation]:
+    """``fits`` on queue q: every group it holds has a finite work time on the queue's type; an index that
+    names no group is a ``group_once`` violation.  Counts each known group into ``seen``."""
+    queue = problem.queues[q]
+    out: list[Violation] = []
+    for i in sequence:
+        if not 0 <= i < problem.num_groups:
+            out.append(Violation("group_once", queue.name, i, problem.num_groups, f"unknown group index {i}"))
+            continue
+        seen[i] = seen.get(i, 0) + 1
+        if not math.isfinite(problem.work_s[queue.type_index, i]):
+            out.append(Violation("fits", f"{problem.groups[i].name} on {queue.name}", 1, 0,
+                                 f"{problem.groups[i].model} does not fit on {queue.name}"))
+    return out
+
+
+def _check_open_queue(problem: QueueingProblem, q: int, sequence, objective: str) -> list[Violation]:
+    """``open_queue``: a scale-up candidate (optional queue) holds groups only in a ``scale_up`` plan."""
+    queue = problem.queues[q]
+    if queue.optional and sequence and objective != "scale_up":
+        return [Violation("open_queue", queue.name, len(sequence), 0,
+                          f"scale-up candidate {queue.name} is used outside a scale-up plan")]
+    return []
+
+
+def _check_group_once(problem: QueueingProblem, seen: dict[int, int]) -> list[Violation]:
+    """``group_once``: every group is planned exactly once (over all queues)."""
+    return [Violation("group_once", group.name, seen.get(i, 0), 1,
+                      f"group {group.name} is planned {seen.get(i, 0)} times")
+            for i, group in enumerate(problem.groups) if seen.get(i, 0) != 1]
+
+
+def _check_deadlines(problem: QueueingProblem, estimate: dict[int, float],
+                     lateness: dict[int, float]) -> list[Violation]:
+    """``deadline``: every group's estimate is within its SLO, up to ``TOLERANCE·max(1 s, |SLO|)``."""
+    out: list[Violation] = []
+    for i, late in lateness.items():
+        group = problem.groups[i]
+        if late > TOLERANCE * max(1.0, abs(group.slo_s)):
+            out.append(Violation("deadline", group.name, estimate[i], group.slo_s,
+                                 f"group {group.name} estimated at {estimate[i]:.3f} s > SLO {group.slo_s:.3f} s"))
+    return out
+
+
+def _objective_value(problem: QueueingProblem, assignment: QueueAssignment, lateness: dict[int, float],
+                     objective: str) -> float:
+    """The objective named ``objective`` (the module docstring's list) from the groups' lateness."""
     if objective == "penalty":
-        value = sum(lateness.values())
-    elif objective == "total_lateness":
-        value = sum(max(0.0, x) for x in lateness.values())
-    elif objective == "max_lateness":
-        value = max([max(0.0, x) for x in lateness.values()], default=0.0)
-    elif objective == "late_groups":
-        value = float(sum(1 for x in lateness.values() if x > TOLERANCE))
-    elif objective == "scale_up":
-        value = float(sum(problem.types[q.type_index].cost_per_instance
-                          for q, seq in zip(problem.queues, assignment.queues) if q.optional and seq))
-    else:
-        raise ValueError(f"unknown objective {objective!r}")
-    details = {
+        return sum(lateness.values())
+    if objective == "total_lateness":
+        return sum(max(0.0, x) for x in lateness.values())
+    if objective == "max_lateness":
+        return max([max(0.0, x) for x in lateness.values()], default=0.0)
+    if objective == "late_groups":
+        return float(sum(1 for x in lateness.values() if x > TOLERANCE))
+    if objective == "scale_up":
+        return float(sum(problem.types[q.type_index].cost_per_instance
+                         for q, seq in zip(problem.queues, assignment.queues) if q.optional and seq))
+    raise ValueError(f"unknown objective {objective!r}")
+
+
+def _details(problem: QueueingProblem, play: dict, lateness: dict[int, float]) -> dict:
+    """Start and estimate per group (by name), total swaps, late groups and the latest queue end."""
+    return {
         "start_s": {problem.groups[i].name: play["start"][i] for i in sorted(play["start"])},
         "estimate_s": {problem.groups[i].name: play["estimate"][i] for i in sorted(play["estimate"])},
         "swaps": sum(play["swaps"]),
         "late_groups": sum(1 for x in lateness.values() if x > TOLERANCE),
         "busy_s": max(play["busy"], default=0.0),
     }
-    return ValidationReport(not violations, float(value), tuple(violations), details, objective_name=objective)
 
 
 def validate_plan(problem: QueueingProblem, plan: QueueAssignment) -> ValidationReport:
