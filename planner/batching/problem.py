@@ -13,15 +13,14 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from planner.batching.costmodel import InferMaxCostModel, default_cost_model
-from planner.core.types import Request as CoreRequest
-from planner.core.io import MAX_REQUEST_TOKENS, NotBool, check_unique, format_validation_error
+from planner.core.types import Request
+from planner.core.io import NotBool, check_unique, format_validation_error
 from planner.errors import InfeasibleError, PlannerError
 
 #: Largest batch limit (C, P, M, R_max) accepted: far above any GPU's KV cache, small enough that the
 #: bounds stay in int64 and the MIP coefficients within what HiGHS accepts.
 MAX_LIMIT = 10**12
 
-Tokens = Annotated[int, NotBool, Field(ge=1, le=MAX_REQUEST_TOKENS)]
 Limit = Annotated[int, NotBool, Field(ge=1, le=MAX_LIMIT)]
 LIMIT_NAMES = ("C", "P", "M", "R_max")
 
@@ -29,33 +28,6 @@ LIMIT_NAMES = ("C", "P", "M", "R_max")
 #: Request keys of earlier instance files and the field that replaced each (refused, never reinterpreted).
 RENAMED_REQUEST_KEYS = {"id": "request_id", "input_len": "input_tokens", "output_len": "output_tokens",
                         "arrival": "arrival_s"}
-
-
-class Request(BaseModel):
-    """One request of a batching instance, with the field names and units of the core request
-    (`planner.core.types.Request`): ``request_id``, ``arrival_s`` (seconds), ``input_tokens`` (prompt
-    tokens, I) and ``output_tokens`` (tokens to generate, O — the true length: InferMax plans with known
-    lengths).  A type of its own rather than the core one because the core request also requires a
-    ``predicted_output_tokens`` and an ``slo_class`` that batching has no use for, and batching caps the
-    token counts (`MAX_REQUEST_TOKENS`) and refuses booleans, so that bad input is one line."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
-
-    request_id: str = Field(min_length=1)
-    input_tokens: Tokens
-    output_tokens: Tokens
-    arrival_s: Annotated[float, NotBool, Field(ge=0.0)] = 0.0
-
-    @property
-    def kv_need(self) -> int:
-        """KV tokens held at the last token: ``I + O − 1`` (the last token is never stored)."""
-        return self.input_tokens + self.output_tokens - 1
-
-    @classmethod
-    def from_core(cls, request: CoreRequest) -> "Request":
-        """The batching request of a core request (its true ``output_tokens``, not the predicted one)."""
-        return cls(request_id=request.request_id, input_tokens=request.input_tokens,
-                   output_tokens=request.output_tokens, arrival_s=request.arrival_s)
 
 
 class BatchingProblem(BaseModel):
@@ -78,8 +50,10 @@ class BatchingProblem(BaseModel):
     @field_validator("requests")
     @classmethod
     def _unique_ids(cls, requests: tuple[Request, ...]) -> tuple[Request, ...]:
+        """Unique ids; a `PlannedRequest` is held as its plain `Request` (InferMax plans with the true
+        ``output_tokens``, so a prediction has no role here)."""
         check_unique([r.request_id for r in requests], "request id", "requests")
-        return requests
+        return tuple(r.as_request() for r in requests)
 
     @field_validator("P")
     @classmethod

@@ -72,7 +72,7 @@ import numpy as np
 
 from planner.capacity.bound import instance_bound, steady_state_bound
 from planner.core.contract import RunOptions
-from planner.core.types import GPUSpec, LLMSpec, Request, SLOClass, SLOSet, WorkerConfig
+from planner.core.types import GPUSpec, LLMSpec, PlannedRequest, SLOClass, SLOSet, WorkerConfig
 from planner.costmodels.models import AladdinCostModel
 from planner.errors import PlannerError
 from planner.fleet import FleetRequests, WorkerSpec, fewest_workers, simulate_fleet
@@ -94,14 +94,14 @@ def master_horizon_s(dist: LengthDistribution, atgt_s: float, cap: int) -> float
 
 def snapshot_requests(
     dist: LengthDistribution, *, rate: float, rate_max: float, atgt_s: float, cap: int, seed: int
-) -> tuple[Request, ...]:
+) -> tuple[PlannedRequest, ...]:
     """The requests decoding at time H in the stream of rate ``rate`` (see the module docstring)."""
     if not 0 < rate <= rate_max:
         raise PlannerError(f"rate {rate} must be in (0, {rate_max}]")
     horizon = master_horizon_s(dist, atgt_s, cap)
     master = poisson_workload(dist, rate=rate_max, duration_s=horizon, seed=seed, max_total_tokens=cap, prefix="q")
     thin = np.random.default_rng([seed, 7]).random(len(master))
-    keep: list[Request] = []
+    keep: list[PlannedRequest] = []
     for request, u in zip(master.requests, thin):
         if u >= rate / rate_max:
             continue

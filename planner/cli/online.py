@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
-from planner.cli.common import (TIME_LIMIT_S, TPOT_HELP, ForceOption, JsonOption, OutOption, ReportOption, SeedOption,
-                                SolverOption, ThreadsOption, TimeLimitOption, TraceFormatOption, check_out, cost_model_caveats, emit, out,
-                                print_cost_caveats, run_progress, start_run, write_files)
+from planner.cli.common import (TPOT_HELP, ReportOption, TraceFormatOption, check_out, cost_model_caveats, out,
+                                print_cost_caveats, run_progress, write_files)
+from planner.cli.options import RESULT, RunArgs, run_command, shared
 from planner.cli.placement import check_positive, make_options, make_slos, resolve_serving
 from planner.errors import PlannerError
 
@@ -75,7 +75,7 @@ def _check_method(method: str) -> None:
 def _trace_workload(path: Path, fmt: str, seconds: float | None, dist, max_total: int) -> Workload:
     import numpy as np
 
-    from planner.core.types import Request, Workload
+    from planner.core.types import PlannedRequest, Workload
     from planner.workloads.lengths import read_trace_lengths
 
     inputs, outputs, arrivals = read_trace_lengths(path, fmt)
@@ -88,12 +88,13 @@ def _trace_workload(path: Path, fmt: str, seconds: float | None, dist, max_total
         raise PlannerError(f"{path}: no request of the trace fits the model's context within the time window")
     predicted = np.minimum(dist.predict_output(inputs[keep]), np.maximum(max_total - inputs[keep], 1))
     return Workload(requests=tuple(
-        Request(request_id=f"t{k:06d}", arrival_s=float(a), input_tokens=int(i), output_tokens=int(o),
+        PlannedRequest(request_id=f"t{k:06d}", arrival_s=float(a), input_tokens=int(i), output_tokens=int(o),
                 predicted_output_tokens=int(p))
         for k, (a, i, o, p) in enumerate(zip(arrivals[keep], inputs[keep], outputs[keep], predicted))
     ))
 
 
+@run_command
 def replay_cmd(
     model: str = typer.Option("Llama-2-70B", help="model (catalog name)"),
     gpu: str = typer.Option("A100-80GB-SXM", help="GPU type (catalog name)"),
@@ -112,14 +113,9 @@ def replay_cmd(
     mode: str = typer.Option("colocated", help="colocated or decode_only"),
     strictness: float = typer.Option(0.5, help="λ"),
     kv_headroom: float = typer.Option(1.0, help="θ"),
-    seed: SeedOption = 0,
-    json_out: JsonOption = False,
-    output: OutOption = None,
+    run: RunArgs = shared("seed json out"),
     report: ReportOption = None,
-    force: ForceOption = False,
-    solver: SolverOption = "highs",
-    time_limit: TimeLimitOption = TIME_LIMIT_S,
-    threads: ThreadsOption = None,
+    _rest: RunArgs = shared("force solver time_limit threads"),
 ) -> None:
     """Replay a request stream under Aladdin's online heuristic (heartbeat placement + Alg. 2) and measure SLOs.
 
@@ -139,25 +135,25 @@ def replay_cmd(
     if trace is not None and trace.is_dir():
         raise PlannerError(f"{trace}: is a directory, expected a trace file")
     out_paths = _report_paths(report)
-    _check_out_paths(out_paths, force)  # before the replay: a refusal costs nothing and writes nothing
-    start_run(solver=solver, time_limit=time_limit, threads=threads, output=output, force=force)
+    _check_out_paths(out_paths, run.force)  # before the replay: a refusal costs nothing and writes nothing
     llm, gpu_spec, _, cost = resolve_serving(model, gpu, tensor_parallel, cost_model)
     slos = make_slos(ttft, atgt, cost)
     dist = find_distribution(workload)
     if trace is not None:
         requests = _trace_workload(trace, fmt, duration, dist, llm.max_context_tokens)
     else:
-        requests = poisson_workload(dist, rate=rate, duration_s=duration, seed=seed, max_total_tokens=llm.max_context_tokens)
+        requests = poisson_workload(dist, rate=rate, duration_s=duration, seed=run.seed,
+                                    max_total_tokens=llm.max_context_tokens)
     with run_progress(f"replaying {len(requests)} requests"):
         result = replay(
             requests, model=llm, worker=WorkerConfig(gpu=gpu_spec, tensor_parallel=tensor_parallel), cost=cost,
             slos=slos, options=make_options(mode, strictness, kv_headroom), heartbeat_s=heartbeat,
-            method=method, rebalance=rebalance, predictor=dist, seed=seed, time_limit=time_limit,
-            solver=solver, threads=threads,
+            method=method, rebalance=rebalance, predictor=dist, seed=run.seed, time_limit=run.time_limit,
+            solver=run.solver, threads=run.threads,
         )
     if out_paths:
         frames = {"requests": result.requests, "heartbeats": result.heartbeats}
-        _write_all([(path, frames[name].to_csv(index=False)) for path, name in zip(out_paths, OUT_TABLES)], force)
+        _write_all([(path, frames[name].to_csv(index=False)) for path, name in zip(out_paths, OUT_TABLES)], run.force)
     summary = result.to_dict()
     caveats = cost_model_caveats(cost)
 
@@ -172,7 +168,7 @@ def replay_cmd(
         out.print(t)
         print_cost_caveats(cost)
 
-    emit({**summary, "cost_model_caveats": caveats}, json_out=json_out, output=output, force=force, show=show)
+    run.emit({**summary, "cost_model_caveats": caveats}, show=show)
 
 
 #: What `replay` / `scaling` worker counts are, and what the fleet column beside them is.
@@ -210,6 +206,7 @@ def _fleet_beside(rates, *, dist, llm, worker, cost, ttft, atgt, duration, warmu
     return found
 
 
+@run_command
 def scaling_cmd(
     rates: list[float] = typer.Option([1.0, 2.0, 4.0], "--rate", help="arrival rate (req/s); repeat for several"),
     model: str = typer.Option("Llama-2-70B", help="model (catalog name)"),
@@ -226,13 +223,7 @@ def scaling_cmd(
     mode: str = typer.Option("colocated", help="colocated or decode_only"),
     strictness: float = typer.Option(0.5, help="λ"),
     kv_headroom: float = typer.Option(1.0, help="θ"),
-    seed: SeedOption = 0,
-    solver: SolverOption = "highs",
-    time_limit: TimeLimitOption = TIME_LIMIT_S,
-    threads: ThreadsOption = None,
-    json_out: JsonOption = False,
-    output: OutOption = None,
-    force: ForceOption = False,
+    run: RunArgs = shared("seed solver time_limit threads", RESULT),
 ) -> None:
     """Workers vs arrival rate under Aladdin's online heuristic (heartbeat re-placement) with the Eq. 7 fit, and beside it
     the fleet-simulation answer and certified bound of `planner capacity` on the same Poisson stream.
@@ -243,7 +234,6 @@ def scaling_cmd(
     from planner.workloads.streams import find_distribution
 
     _check_method(method)
-    start_run(solver=solver, time_limit=time_limit, threads=threads, output=output, force=force)
     rate_list = sorted(set(rates))
     for r in rate_list:
         if not (r > 0 and r < float("inf")):
@@ -260,12 +250,12 @@ def scaling_cmd(
         fit = workers_vs_rate(
             rate_list, dist=dist, model=llm, worker=WorkerConfig(gpu=gpu_spec, tensor_parallel=tensor_parallel),
             cost=cost, slos=slos, options=make_options(mode, strictness, kv_headroom),
-            heartbeat_s=heartbeat, duration_s=duration, warmup_s=warmup, seed=seed, method=method,
-            time_limit=time_limit, solver=solver, threads=threads,
+            heartbeat_s=heartbeat, duration_s=duration, warmup_s=warmup, seed=run.seed, method=method,
+            time_limit=run.time_limit, solver=run.solver, threads=run.threads,
         )
         progress.phase("fleet simulation beside it")
         beside = _fleet_beside(rate_list, dist=dist, llm=llm, worker=WorkerConfig(gpu=gpu_spec, tensor_parallel=tensor_parallel),
-                               cost=cost, ttft=ttft, atgt=atgt, duration=duration, warmup=warmup, seed=seed,
+                               cost=cost, ttft=ttft, atgt=atgt, duration=duration, warmup=warmup, seed=run.seed,
                                kv_headroom=kv_headroom)
     for column in ("fleet_workers", "fleet_gpus", "bound_gpus", "fleet_p99_ttft_s", "fleet_p99_tpot_s"):
         fit.table[column] = [beside[r][column] for r in fit.table.rate]
@@ -290,4 +280,4 @@ def scaling_cmd(
         else:
             out.print(f"Eq. 7: N_w = ⌈{fit.k_w:.3f}·λ + {fit.c_w:.3f}⌉  (R² = {fit.r2:.3f})")
 
-    emit(payload, json_out=json_out, output=output, force=force, show=show)
+    run.emit(payload, show=show)

@@ -3,6 +3,7 @@
 from planner.core.types import (
     GPUSpec,
     LLMSpec,
+    PlannedRequest,
     Request,
     SLOClass,
     SLOSet,
@@ -13,6 +14,7 @@ from planner.core.types import (
 __all__ = [
     "GPUSpec",
     "LLMSpec",
+    "PlannedRequest",
     "Request",
     "SLOClass",
     "SLOSet",

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Annotated
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
 
+from planner.core.io import MAX_REQUEST_TOKENS, NotBool
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -148,25 +150,54 @@ class SLOSet(_Frozen):
         return tuple(self.classes)
 
 
-class Request(_Frozen):
-    """One inference request.
+#: A request's token count: a positive integer (not a boolean) of at most `MAX_REQUEST_TOKENS`.
+RequestTokens = Annotated[int, NotBool, Field(gt=0, le=MAX_REQUEST_TOKENS)]
 
-    ``output_tokens`` is the real output length (known in traces, used by the
-    online replay); ``predicted_output_tokens`` is what the planner may use.
-    """
+
+class Request(_Frozen):
+    """One inference request — the request type of every family that plans individual requests.
+
+    Units are in the field names: ``request_id``; ``arrival_s``, the arrival time in seconds (≥ 0, finite);
+    ``input_tokens``, the prompt length I; ``output_tokens``, the true output length O (the tokens the
+    request generates; known in traces and to InferMax's offline schedule).  Token counts are positive
+    integers of at most `MAX_REQUEST_TOKENS`; booleans are refused rather than read as 0/1.
+
+    Batching instances hold `Request` itself; placement, capacity, the fleet simulator and the online
+    replay hold `PlannedRequest`, which adds what the planner may use before the request runs."""
 
     request_id: str = Field(min_length=1)
-    arrival_s: Annotated[float, Field(ge=0.0, allow_inf_nan=False)] = 0.0
-    input_tokens: PositiveInt
-    output_tokens: PositiveInt
-    predicted_output_tokens: PositiveInt
+    arrival_s: Annotated[float, NotBool, Field(ge=0.0, allow_inf_nan=False)] = 0.0
+    input_tokens: RequestTokens
+    output_tokens: RequestTokens
+
+    @property
+    def kv_need(self) -> int:
+        """KV tokens held at the last token: ``I + O − 1`` (the last token is never stored)."""
+        return self.input_tokens + self.output_tokens - 1
+
+    def as_request(self) -> "Request":
+        """This request as a plain `Request` (the fields above only; a `PlannedRequest`'s prediction and
+        SLO class are dropped)."""
+        if type(self) is Request:
+            return self
+        return Request(request_id=self.request_id, arrival_s=self.arrival_s, input_tokens=self.input_tokens,
+                       output_tokens=self.output_tokens)
+
+
+class PlannedRequest(Request):
+    """A `Request` as a planner sees it before it runs: ``predicted_output_tokens``, the output length
+    the planner may use (Aladdin plans with a prediction; ``output_tokens`` stays the true length, used
+    by the online replay and the simulators), and ``slo_class``, the key of its SLOs in an `SLOSet`.
+    The prediction is required: a placement input without it is refused, never read as the true length."""
+
+    predicted_output_tokens: RequestTokens
     slo_class: str = "default"
 
 
 class Workload(_Frozen):
     """An ordered collection of requests with unique ids."""
 
-    requests: tuple[Request, ...]
+    requests: tuple[PlannedRequest, ...]
 
     @model_validator(mode="after")
     def _unique_ids(self) -> "Workload":

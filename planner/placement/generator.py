@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.core.types import LLMSpec, Request, SLOSet, WorkerConfig
+from planner.core.types import LLMSpec, PlannedRequest, SLOSet, WorkerConfig
 from planner.costmodels.models import AladdinCostModel
 from planner.placement.heuristics import best_fit
 from planner.placement.problem import OngoingState, PlacementOptions, PlacementProblem
@@ -44,7 +44,7 @@ def generate_placement_problem(
         dist, rate=max(new_requests, 1) / heartbeat_s, count=new_requests, seed=seed,
         max_total_tokens=cap, slo_class=slo_class, prefix="n", start_s=heartbeat_s if ongoing_requests else 0.0,
     )
-    requests: list[Request] = list(fresh.requests)
+    requests: list[PlannedRequest] = list(fresh.requests)
     ongoing: dict[str, OngoingState] = {}
     if ongoing_requests:
         old = poisson_workload(

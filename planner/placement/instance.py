@@ -57,7 +57,7 @@ from planner.core.io import (
     resolve_relative,
     validate_model,
 )
-from planner.core.types import GPUSpec, LLMSpec, Request, SLOClass, SLOSet, WorkerConfig
+from planner.core.types import GPUSpec, LLMSpec, PlannedRequest, SLOClass, SLOSet, WorkerConfig
 from planner.core.outputs import replace_atomically
 from planner.costmodels.files import load_cost_model
 from planner.costmodels.models import AladdinCostModel
@@ -143,10 +143,10 @@ def _check_finite(path: Path, table: pd.DataFrame) -> None:
             raise InputError(path, f"row {row + 1}, column {col}", f"must be a finite number, got {values[row]:g}")
 
 
-def read_requests(path: Path) -> tuple[tuple[Request, ...], dict[str, OngoingState]]:
+def read_requests(path: Path) -> tuple[tuple[PlannedRequest, ...], dict[str, OngoingState]]:
     table = read_csv_table(path, REQUEST_COLUMNS, OPTIONAL_COLUMNS, maximum=TOKEN_MAXIMUM)
     _check_finite(path, table)
-    requests: list[Request] = []
+    requests: list[PlannedRequest] = []
     ongoing: dict[str, OngoingState] = {}
     has_worker = "worker" in table
     for k, row in enumerate(table.to_dict("records")):
@@ -160,7 +160,7 @@ def read_requests(path: Path) -> tuple[tuple[Request, ...], dict[str, OngoingSta
             "slo_class": "default" if _missing(row.get("slo_class")) else row["slo_class"],
         }
         try:
-            requests.append(Request.model_validate({k2: _plain(v) for k2, v in data.items()}))
+            requests.append(PlannedRequest.model_validate({k2: _plain(v) for k2, v in data.items()}))
         except ValidationError as exc:
             field, msg = format_validation_error(exc)
             raise InputError(path, f"{where}, column {field}", msg) from None

@@ -21,7 +21,7 @@ import numpy as np
 from pydantic import Field, NonNegativeInt, model_validator
 
 from planner.core.io import NotBool
-from planner.core.types import Frozen, LLMSpec, Request, SLOSet, WorkerConfig
+from planner.core.types import Frozen, LLMSpec, PlannedRequest, SLOSet, WorkerConfig
 from planner.costmodels.models import AladdinCostModel
 
 
@@ -61,7 +61,7 @@ class PlacementProblem(_Frozen):
     worker: WorkerConfig
     cost: AladdinCostModel
     slos: SLOSet
-    requests: tuple[Request, ...]
+    requests: tuple[PlannedRequest, ...]
     ongoing: dict[str, OngoingState] = Field(default_factory=dict)
     options: PlacementOptions = PlacementOptions()
 

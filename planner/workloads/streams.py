@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from planner.core.io import shown
-from planner.core.types import Request, Workload
+from planner.core.types import PlannedRequest, Workload
 from planner.costmodels.files import default_models_dir
 from planner.errors import PlannerError
 from planner.workloads.lengths import LengthDistribution, load_length_distribution
@@ -72,7 +72,7 @@ def poisson_workload(
     width = max(4, len(str(arrivals.size)))
     return Workload(
         requests=tuple(
-            Request(
+            PlannedRequest(
                 request_id=f"{prefix}{k:0{width}d}",
                 arrival_s=float(t),
                 input_tokens=int(i),

@@ -14,11 +14,11 @@ import planner.batching
 from planner.batching import staggered
 from planner.batching.harness import HARNESS
 from planner.batching.instance import load_batching_instance
-from planner.batching.problem import Request, make_problem
+from planner.batching.problem import BatchingProblem, Request, make_problem
 from planner.batching.scheduler import SIMULATION_PHASES, simulate
 from planner.core.contract import RunOptions
 from planner.core.phases import phase_names
-from planner.core.types import Request as CoreRequest
+from planner.core.types import PlannedRequest, Request as CoreRequest
 from planner.solver import SolveStatus
 
 from planner.batching import pipeline as solve_module
@@ -110,9 +110,11 @@ def test_the_single_prefill_batch_test_uses_the_given_solver(monkeypatch):
     assert used == ["cbc"]
 
 
-def test_the_batching_request_has_the_core_field_names_and_units():
-    core = CoreRequest(request_id="q", arrival_s=1.5, input_tokens=7, output_tokens=4, predicted_output_tokens=9)
-    request = Request.from_core(core)
-    assert (request.request_id, request.arrival_s, request.input_tokens, request.output_tokens) == ("q", 1.5, 7, 4)
-    assert set(Request.model_fields) <= set(CoreRequest.model_fields)
-    assert request.kv_need == 7 + 4 - 1
+def test_the_batching_request_is_the_core_request():
+    assert Request is CoreRequest
+    planned = PlannedRequest(request_id="q", arrival_s=1.5, input_tokens=7, output_tokens=4, predicted_output_tokens=9)
+    problem = BatchingProblem(requests=(planned,), C=16, M=64)
+    held = problem.requests[0]
+    assert type(held) is CoreRequest  # the prediction plays no role in InferMax's schedule
+    assert (held.request_id, held.arrival_s, held.input_tokens, held.output_tokens) == ("q", 1.5, 7, 4)
+    assert held.kv_need == 7 + 4 - 1

@@ -37,7 +37,7 @@ from support import REPO
 
 from planner.capacity.bound import _terms
 from planner.catalog import find_gpu, find_model
-from planner.core.types import Request, SLOClass, SLOSet, WorkerConfig
+from planner.core.types import PlannedRequest, SLOClass, SLOSet, WorkerConfig
 from planner.costmodels.files import load_cost_model
 from planner.costmodels.models import AladdinCostModel
 from planner.fleet import BatchTimeCost, LinearBatchCost
@@ -65,7 +65,7 @@ def _mip_times(cost: AladdinCostModel, lengths: list[int]) -> tuple[dict[int, fl
     """Per input length I (one new request each, ô = 2, strictness 0 so ℓ = I): its share of the (M3) TTFT
     row and of the (M2) decode row of the built MIP, in seconds (row coefficient × the row's scale), and
     the rows' constants c1, c2 as the MIP's arrays hold them."""
-    requests = tuple(Request(request_id=f"r{i}", arrival_s=0.0, input_tokens=n, output_tokens=2,
+    requests = tuple(PlannedRequest(request_id=f"r{i}", arrival_s=0.0, input_tokens=n, output_tokens=2,
                              predicted_output_tokens=2) for i, n in enumerate(lengths))
     problem = PlacementProblem(
         name="agreement", model=LLM, worker=WorkerConfig(gpu=GPU, tensor_parallel=KEY[2]), cost=cost,

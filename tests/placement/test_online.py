@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from planner.catalog import find_gpu, find_model
-from planner.core.types import Request, SLOClass, SLOSet, WorkerConfig, Workload
+from planner.core.types import PlannedRequest, SLOClass, SLOSet, WorkerConfig, Workload
 from planner.costmodels.models import AladdinCostModel
 from planner.errors import PlannerError
 from planner.placement.online import replay
@@ -52,7 +52,7 @@ def sharegpt():
 
 
 def _req(rid: str, arrival: float, inp: int, out: int, pred: int | None = None) -> Request:
-    return Request(request_id=rid, arrival_s=arrival, input_tokens=inp, output_tokens=out,
+    return PlannedRequest(request_id=rid, arrival_s=arrival, input_tokens=inp, output_tokens=out,
                    predicted_output_tokens=out if pred is None else pred)
 
 

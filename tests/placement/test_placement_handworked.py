@@ -204,7 +204,7 @@ def test_kv_chain_levels_allocated_for_every_request_breakpoint():
     from pathlib import Path
 
     from planner.catalog import find_gpu, find_model
-    from planner.core.types import Request, SLOClass, SLOSet, WorkerConfig
+    from planner.core.types import PlannedRequest, SLOClass, SLOSet, WorkerConfig
     from planner.costmodels.files import load_cost_model
     from planner.placement.problem import PlacementOptions, PlacementProblem
 
@@ -220,7 +220,7 @@ def test_kv_chain_levels_allocated_for_every_request_breakpoint():
         worker=WorkerConfig(gpu=find_gpu("H100-80GB-SXM"), tensor_parallel=2),
         cost=load_cost_model(repo / "models/aladdin/llama-2-70b__h100-80gb-sxm__tp2.yaml"),
         slos=SLOSet(classes={"default": SLOClass(ttft_s=1.6, atgt_s=0.075)}),
-        requests=tuple(Request(request_id=f"q{k}", arrival_s=0.0, input_tokens=i, output_tokens=o,
+        requests=tuple(PlannedRequest(request_id=f"q{k}", arrival_s=0.0, input_tokens=i, output_tokens=o,
                                predicted_output_tokens=o) for k, (i, o) in enumerate(lengths)),
         options=PlacementOptions(mode="decode_only"),
     )

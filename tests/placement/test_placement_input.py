@@ -206,7 +206,7 @@ def test_ongoing_state_refuses_non_finite_decode_time():
 def test_a_request_built_in_code_refuses_a_non_finite_or_negative_arrival(arrival):
     from pydantic import ValidationError
 
-    from planner.core.types import Request
+    from planner.core.types import PlannedRequest
 
     with pytest.raises(ValidationError, match="arrival_s"):
-        Request(request_id="r", arrival_s=arrival, input_tokens=3, output_tokens=2, predicted_output_tokens=2)
+        PlannedRequest(request_id="r", arrival_s=arrival, input_tokens=3, output_tokens=2, predicted_output_tokens=2)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from planner.core.types import GPUSpec, LLMSpec, Request, SLOClass, SLOSet, WorkerConfig
+from planner.core.types import GPUSpec, LLMSpec, PlannedRequest, SLOClass, SLOSet, WorkerConfig
 from planner.costmodels.models import AladdinCostModel
 from planner.placement.problem import OngoingState, PlacementOptions, PlacementProblem
 
@@ -53,7 +53,7 @@ def toy_problem(
 ) -> PlacementProblem:
     """Requests as (input tokens, predicted output tokens); real output = predicted."""
     reqs = tuple(
-        Request(
+        PlannedRequest(
             request_id=f"r{k}", arrival_s=float(k), input_tokens=i, output_tokens=o, predicted_output_tokens=o,
             slo_class=(classes[k] if classes else "default"),
         )
