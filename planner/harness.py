@@ -22,6 +22,7 @@ FAMILY_MODULES: dict[str, str] = {
     "priority": "planner.priority.harness",
     "queueing": "planner.queueing.harness",
     "deployment": "planner.deployment.harness",
+    "deployment-tp": "planner.deployment.tp_harness",
     "routing": "planner.deployment.routing_harness",
 }
 

@@ -9,24 +9,9 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
-from planner.cli.common import (
-    CommandGroups,
-    ForceOption,
-    JsonOption,
-    OutOption,
-    SeedOption,
-    SolverOption,
-    ThreadsOption,
-    check_out,
-    check_run_options,
-    cost_model_caveats,
-    cost_models_of,
-    fmt,
-    fmt_gap,
-    out,
-    print_cost_caveats,
-)
-from planner.cli.common import TIME_LIMIT_S, TimeLimitOption, emit, run_progress, start_run
+from planner.cli.common import (CommandGroups, add_verdict_rows, cost_model_caveats, cost_models_of, fmt, fmt_gap, out,
+                                run_progress, summary_table)
+from planner.cli.options import RESULT, RUN, RunArgs, run_command, shared
 from planner.errors import InfeasibleError, InputError, PlannerError
 
 if TYPE_CHECKING:
@@ -100,9 +85,7 @@ def solve_title(status: SolveStatus, name: str) -> str:
 
 
 def _metrics_table(result: Result, title: str) -> Table:
-    t = Table(title=title, show_header=False, title_justify="left")
-    t.add_column("", style="bold")
-    t.add_column("")
+    t = summary_table(title)
     t.add_row("status", result.status.value)
     t.add_row("method", f"{result.method} ({result.solver})")
     if result.solution is not None:
@@ -126,11 +109,7 @@ def _metrics_table(result: Result, title: str) -> Table:
         t.add_row("warm start", str(s.get("warm_start")))
     if result.stats.get("proof"):
         t.add_row("optimality proved by", str(result.stats["proof"]))
-    if result.validation is not None:
-        t.add_row("validator", "valid, objective recomputed = " + fmt(result.validation.objective, 6)
-                  if result.validation.feasible else result.validation.summary())
-    if result.message:
-        t.add_row("note", result.message)
+    add_verdict_rows(t, result, digits=6)
     return t
 
 
@@ -146,24 +125,22 @@ def _request_table(result: Result, limit: int) -> Table | None:
     return t
 
 
-def _emit(instance: Path, problem: BatchingProblem, result: Result, json_out: bool, output: Path | None, force: bool,
-          title: str, per_request: int) -> None:
+def _emit(instance: Path, problem: BatchingProblem, result: Result, run: RunArgs, title: str, per_request: int, *,
+          exit_on_error: bool) -> None:
     """The result as JSON (with the cost model's caveats) or as tables followed by the caveats line."""
-    from planner.solver import SolveStatus
 
     def show() -> None:
         out.print(_metrics_table(result, title))
         table = _request_table(result, per_request)
         if table is not None:
             out.print(table)
-        if result.status != SolveStatus.ERROR:
-            print_cost_caveats(cost_models_of(problem)[0])
 
-    emit({"instance": str(instance), "name": problem.name, **result.to_dict(),
-          "cost_model_caveats": cost_model_caveats(cost_models_of(problem)[0])},
-         json_out=json_out, output=output, force=force, show=show)
+    cost = cost_models_of(problem)[0]
+    run.emit_result(instance, problem.name, result, show, cost_models=[cost], caveats=cost_model_caveats(cost),
+                    exit_on_error=exit_on_error)
 
 
+@run_command
 def simulate_batching_cmd(
     instance: Path = typer.Argument(..., help="batching instance YAML"),
     scheduler: str = typer.Option("vllm", "--method", help=f"scheduler preset, one of: {SCHEDULERS}"),
@@ -173,9 +150,7 @@ def simulate_batching_cmd(
     R_max: int = typer.Option(None, "--max-running", help="R_max: max running requests"),
     no_evict: bool = typer.Option(False, "--no-evict", help="eviction-free variant (reserve I+O-1 at admission)"),
     rank: str = typer.Option(None, "--rank", help="waiting-queue order: arrival, input or output (Appendix A.3)"),
-    json_out: JsonOption = False,
-    output: OutOption = None,
-    force: ForceOption = False,
+    run: RunArgs = shared(RESULT),
     per_request: int = typer.Option(10, "--per-request", help="rows of the per-request table to print"),
     max_work: int = MaxWorkOption,
 ) -> None:
@@ -190,7 +165,6 @@ def simulate_batching_cmd(
         if value is not None and not 1 <= value <= MAX_LIMIT:
             raise PlannerError(f"{flag} must be between 1 and {MAX_LIMIT:,}, got {value}")
     _check_max_work(max_work)
-    check_out(output, force)
     problem = _load(instance)
     if P is not None and P > (C if C is not None else problem.C):
         raise PlannerError(f"--max-prefill-tokens {P} must not exceed C={C if C is not None else problem.C}")
@@ -202,38 +176,28 @@ def simulate_batching_cmd(
         result = run_scheduler(problem, config, max_batches=max_work // problem.n)
     except WorkLimitError as exc:
         raise _too_much_work(instance, problem.n, exc.at_least, max_work, f"under {config.name}") from None
-    _emit(instance, problem, result, json_out, output, force, f"Simulation: {problem.name} / {config.name}",
-          per_request)
+    _emit(instance, problem, result, run, f"Simulation: {problem.name} / {config.name}", per_request,
+          exit_on_error=False)  # an invalid simulated schedule is a finding, not a failed run
 
 
+@run_command
 def solve_batching_cmd(
     instance: Path = typer.Argument(..., help="batching instance YAML"),
     objective: str = typer.Option("latency", help="latency (total) or ttft (mean time to first token)"),
-    solver: SolverOption = "highs",
-    time_limit: TimeLimitOption = TIME_LIMIT_S,
-    threads: ThreadsOption = None,
-    seed: SeedOption = 0,
+    run: RunArgs = shared(RUN),
     batches: int = typer.Option(None, "--batches", help="batch count J (default: derived from the best heuristic)"),
     goal_scheduler: str = typer.Option(None, "--goal-method", help="add latency ≤ goal-factor × this scheduler preset's"),
     goal_factor: float = typer.Option(None, "--goal-factor",
                                       help="the goal is latency ≤ this × the --goal-method preset's (default 0.9)"),
-    json_out: JsonOption = False,
-    output: OutOption = None,
-    force: ForceOption = False,
+    _results: RunArgs = shared(RESULT),
     per_request: int = typer.Option(10, "--per-request", help="rows of the per-request table to print"),
     formulation: str = typer.Option("auto", help="exact model: auto (the per-request path model where it applies), paths or bigm"),
     max_work: int = MaxWorkOption,
 ) -> None:
     """Solve the §3.3 optimal batch-schedule MIP (warm-started from the best preset or lazy schedule)."""
-    from time import perf_counter
-
-    started = perf_counter()  # --time-limit counts from here: loading the instance is part of the call
     from planner.batching.scheduler import preset_config
     from planner.batching.pipeline import solve_batching
-    from planner.solver import SolveStatus, check_solver_name
 
-    check_solver_name(solver)
-    check_run_options(time_limit, threads)
     if batches is not None and batches < 1:
         raise PlannerError(f"--batches must be at least 1, got {batches}")
     if goal_factor is not None and goal_scheduler is None:
@@ -244,29 +208,22 @@ def solve_batching_cmd(
     if goal_scheduler is not None:
         preset_config(goal_scheduler)
     _check_max_work(max_work)
-    check_out(output, force)
     problem = _load(instance)
     _check_work(instance, problem, max_work)
     with run_progress(f"solving the batch schedule of {problem.n} requests"):
-        result = solve_batching(problem, objective=objective, solver=solver, time_limit=time_limit, threads=threads,
-                                seed=seed, batches=batches, goal_scheduler=goal_scheduler, goal_factor=goal_factor,
-                                formulation=formulation, started=started)
-    _emit(instance, problem, result, json_out, output, force, solve_title(result.status, problem.name), per_request)
-    if result.status == SolveStatus.ERROR:
-        raise typer.Exit(1)
+        result = solve_batching(problem, objective=objective, solver=run.solver, time_limit=run.time_limit,
+                                threads=run.threads, seed=run.seed, batches=batches, goal_scheduler=goal_scheduler,
+                                goal_factor=goal_factor, formulation=formulation, started=run.started)
+    _emit(instance, problem, result, run, solve_title(result.status, problem.name), per_request, exit_on_error=True)
 
 
+@run_command
 def compare_batching_cmd(
     instance: Path = typer.Argument(..., help="batching instance YAML"),
-    solver: SolverOption = "highs",
-    time_limit: TimeLimitOption = TIME_LIMIT_S,
-    threads: ThreadsOption = None,
-    seed: SeedOption = 0,
+    run: RunArgs = shared(RUN),
     formulation: str = typer.Option("auto", help="exact model: auto (the per-request path model where it applies), paths or bigm"),
     no_mip: bool = typer.Option(False, "--no-mip", help="skip the MIP; gaps are to the best schedule found"),
-    json_out: JsonOption = False,
-    output: OutOption = None,
-    force: ForceOption = False,
+    _results: RunArgs = shared(RESULT),
     max_work: int = MaxWorkOption,
 ) -> None:
     """Every preset scheduler, the searched heuristics and the MIP, each with the whole --time-limit.
@@ -277,24 +234,21 @@ def compare_batching_cmd(
     from planner.batching.harness import HARNESS
     from planner.batching.pipeline import FORMULATIONS, lower_bound, solve_batching
     from planner.cli.comparing import CompareView, run_comparison, show_comparison
-    from planner.harness import RunOptions
 
     _check_max_work(max_work)
     if formulation not in FORMULATIONS:
         raise PlannerError(f"--formulation must be one of {', '.join(FORMULATIONS)}, got {formulation!r}")
-    start_run(solver=solver, time_limit=time_limit, threads=threads, output=output, force=force)
     problem = _load(instance)
     _check_work(instance, problem, max_work)
     methods = HARNESS.heuristics + (() if no_mip else (HARNESS.exact_method,))
 
-    def run(p, method, options):  # noqa: ANN001, ANN202
+    def run_method(p, method, options):  # noqa: ANN001, ANN202
         if method != HARNESS.exact_method:
             return HARNESS.run(p, method, options)
         return solve_batching(p, solver=options.solver, time_limit=options.time_limit, threads=options.threads,
                               seed=options.seed, formulation=formulation)
 
-    comparison = run_comparison(problem, replace(HARNESS, run=run), RunOptions(solver, time_limit, threads, seed), " s",
-                                methods)
+    comparison = run_comparison(problem, replace(HARNESS, run=run_method), run.options, " s", methods)
     cost = cost_models_of(problem)[0]
     bound = lower_bound(problem)
 
@@ -317,7 +271,7 @@ def compare_batching_cmd(
         extras=lambda r: {key: metric(r, key) for key in ("tokens_per_second", "mean_ttft", "mean_tpot", "evictions",
                                                           "batches")},
         fields={"lower_bound": bound}, cost_models=[cost], caveats=cost_model_caveats(cost), after=after)
-    show_comparison(instance, problem.name, comparison, view, json_out=json_out, output=output, force=force)
+    show_comparison(instance, problem.name, comparison, view, run)
 
 
 def register(groups: CommandGroups) -> None:

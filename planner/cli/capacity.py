@@ -29,27 +29,16 @@ every model's object under ``models`` and the joint fleets under ``joint_fleets`
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.table import Table
 
-from planner.cli.common import (
-    CommandGroups,
-    err,
-    JsonOption,
-    SeedOption,
-    SolverOption,
-    check_output_dir,
-    fmt,
-    fmt_gap,
-    out,
-    to_json,
-)
-from planner.cli.common import (SOLVER_HELP, TPOT_HELP, ForceOption, OutOption, ParallelOption, ReportOption, check_out,
-                                write_output)
-from planner.cli.common import TIME_LIMIT_S, ThreadsOption, TimeLimitOption, check_run_options
+from planner.cli.common import (SOLVER_HELP, TPOT_HELP, CommandGroups, ParallelOption, ReportOption, check_output_dir, err,
+                                fmt, fmt_gap, out, to_json, write_output)
+from planner.cli.options import RunArgs, run_command, shared
 from planner.errors import InputError, PlannerError
 from planner.sweep.engine import EXECUTORS
 
@@ -57,59 +46,53 @@ QUERY = "Query (instead of a scenario file)"
 EXECUTOR_HELP = f"where points run: {', '.join(EXECUTORS)} (local = process pool sized to the machine)"
 
 
+def _query(flag: str, help: str) -> Any:  # noqa: A002 (typer's name)
+    """A query flag of `planner capacity` (default None: not given), listed under `QUERY` in its --help."""
+    return typer.Option(None, flag, help=help, rich_help_panel=QUERY)
+
+
+@run_command
 def capacity_cmd(
     scenario: Optional[Path] = typer.Argument(None, help="capacity scenario YAML (see instances/capacity/); "
                                               "or give the query as flags (--model, --gpu, --rate, --ttft, --tpot)"),
-    model: Optional[str] = typer.Option(None, "--model", help="catalog model name, e.g. Llama-2-70B", rich_help_panel=QUERY),
-    gpu: Optional[list[str]] = typer.Option(None, "--gpu", help="GPU type (catalog name, e.g. H100-80GB-SXM); repeat "
-                                            "for several", rich_help_panel=QUERY),
-    rate: Optional[list[float]] = typer.Option(None, "--rate", help="arrival rate (req/s); repeat for several",
-                                               rich_help_panel=QUERY),
-    ttft: Optional[float] = typer.Option(None, "--ttft", help="TTFT SLO (s)", rich_help_panel=QUERY),
-    tpot: Optional[float] = typer.Option(None, "--tpot", help=TPOT_HELP, rich_help_panel=QUERY),
-    tp: Optional[list[int]] = typer.Option(None, "--tp", help="TP degree; repeat for several (default: every degree "
-                                           "with a cost model)", rich_help_panel=QUERY),
-    price: Optional[list[str]] = typer.Option(None, "--price", help="GPU=USD per GPU-hour, e.g. H100-80GB-SXM=3.0; "
-                                              "required per GPU (the catalog ships no prices)", rich_help_panel=QUERY),
-    percentile: Optional[float] = typer.Option(None, "--percentile", help="SLO percentile P in (0, 100): P-th "
-                                               "percentile TTFT and TPOT within the SLOs (default 99)",
-                                               rich_help_panel=QUERY),
-    attainment: Optional[float] = typer.Option(None, "--attainment", help="instead of --percentile: fraction in "
-                                               "(0, 1] of requests meeting both SLOs", rich_help_panel=QUERY),
-    isl: Optional[int] = typer.Option(None, "--isl", help="fixed input length (tokens), with --osl",
-                                      rich_help_panel=QUERY),
-    osl: Optional[int] = typer.Option(None, "--osl", help="fixed output length (tokens), with --isl",
-                                      rich_help_panel=QUERY),
-    workload: Optional[str] = typer.Option(None, "--workload", help="length distribution: a shipped name "
-                                           "(default sharegpt) or a YAML path", rich_help_panel=QUERY),
-    trace: Optional[str] = typer.Option(None, "--trace", help="real trace file whose lengths make the workload",
-                                        rich_help_panel=QUERY),
-    trace_format: Optional[str] = typer.Option(None, "--trace-format", help="format of --trace: azure (default), "
-                                               "mooncake or sharegpt", rich_help_panel=QUERY),
-    trace_start: Optional[float] = typer.Option(None, "--trace-start", help="use the trace's requests from this "
-                                                "many seconds after its first one", rich_help_panel=QUERY),
-    trace_duration: Optional[float] = typer.Option(None, "--trace-duration", help="use this many seconds of the "
-                                                   "trace's arrivals", rich_help_panel=QUERY),
-    time_limit: Optional[float] = typer.Option(None, "--time-limit", help="seconds per point's exact solve "
-                                               "(default: the scenario's solve.time_limit_s, 10)",
-                                               rich_help_panel=QUERY),
-    seed: Optional[int] = typer.Option(None, "--seed", help="random seed (default 0)", rich_help_panel=QUERY),
-    solver: Optional[str] = typer.Option(None, "--solver", help=f"{SOLVER_HELP}; default: the scenario's "
-                                         "solve.solver, highs", rich_help_panel=QUERY),
-    bucket: Optional[list[str]] = typer.Option(None, "--bucket", help="size classes for the mixed fleet: "
-                                               "input=EDGES or output=EDGES (tokens, comma-separated, e.g. "
-                                               "input=1024 output=256 → 2 × 2 classes); repeat per axis",
-                                               rich_help_panel=QUERY),
-    cost_models: Optional[str] = typer.Option(None, "--models-dir", help="directory holding aladdin/ cost models "
-                                              "(default: models/)", rich_help_panel=QUERY),
-    output: OutOption = None,
+    model: Optional[str] = _query("--model", "catalog model name, e.g. Llama-2-70B"),
+    gpu: Optional[list[str]] = _query("--gpu", "GPU type (catalog name, e.g. H100-80GB-SXM); repeat for several"),
+    rate: Optional[list[float]] = _query("--rate", "arrival rate (req/s); repeat for several"),
+    ttft: Optional[float] = _query("--ttft", "TTFT SLO (s)"),
+    tpot: Optional[float] = _query("--tpot", TPOT_HELP),
+    tp: Optional[list[int]] = _query("--tp", "TP degree; repeat for several (default: every degree "
+                                             "with a cost model)"),
+    price: Optional[list[str]] = _query("--price", "GPU=USD per GPU-hour, e.g. H100-80GB-SXM=3.0; "
+                                                   "required per GPU (the catalog ships no prices)"),
+    percentile: Optional[float] = _query("--percentile", "SLO percentile P in (0, 100): P-th "
+                                                         "percentile TTFT and TPOT within the SLOs (default 99)"),
+    attainment: Optional[float] = _query("--attainment", "instead of --percentile: fraction in "
+                                                         "(0, 1] of requests meeting both SLOs"),
+    isl: Optional[int] = _query("--isl", "fixed input length (tokens), with --osl"),
+    osl: Optional[int] = _query("--osl", "fixed output length (tokens), with --isl"),
+    workload: Optional[str] = _query("--workload", "length distribution: a shipped name "
+                                                   "(default sharegpt) or a YAML path"),
+    trace: Optional[str] = _query("--trace", "real trace file whose lengths make the workload"),
+    trace_format: Optional[str] = _query("--trace-format", "format of --trace: azure (default), "
+                                                           "mooncake or sharegpt"),
+    trace_start: Optional[float] = _query("--trace-start", "use the trace's requests from this "
+                                                           "many seconds after its first one"),
+    trace_duration: Optional[float] = _query("--trace-duration", "use this many seconds of the trace's arrivals"),
+    time_limit: Optional[float] = _query("--time-limit", "seconds per point's exact solve "
+                                                         "(default: the scenario's solve.time_limit_s, 10)"),
+    seed: Optional[int] = _query("--seed", "random seed (default 0)"),
+    solver: Optional[str] = _query("--solver", f"{SOLVER_HELP}; default: the scenario's solve.solver, highs"),
+    bucket: Optional[list[str]] = _query("--bucket", "size classes for the mixed fleet: "
+                                                     "input=EDGES or output=EDGES (tokens, comma-separated, e.g. "
+                                                     "input=1024 output=256 → 2 × 2 classes); repeat per axis"),
+    cost_models: Optional[str] = _query("--models-dir", "directory holding aladdin/ cost models (default: models/)"),
+    run: RunArgs = shared("out"),
     out_dir: ReportOption = None,
     executor: str = typer.Option("local", help=EXECUTOR_HELP),
     address: str = typer.Option(None, help="Ray cluster address (HOST:PORT or ray://HOST:PORT) for --executor ray"),
     workers: ParallelOption = None,
     progress: bool = typer.Option(True, help="progress bar on stderr"),
-    json_out: JsonOption = False,
-    force: ForceOption = False,
+    _results: RunArgs = shared("json force"),
 ) -> None:
     """Capacity plan: minimal GPUs per GPU type, TP degree and arrival rate, with bounds, Eq. 7 and $/h.
 
@@ -125,178 +108,222 @@ def capacity_cmd(
 
     Mixed fleets: at every rate, the cheapest mix of the swept configurations (request-class MILP on the measured per-worker rates, GPU inventory from the scenario's `available:`), checked by simulation, beside the best single configuration; with size classes (YAML `classes:` or --bucket input=1024 --bucket output=256) also the mix over the classes, simulated with class-aware routing (mixed_fleets / class_mixed_fleets in --json, mixed.csv with --report).
     """
-    from planner.capacity.scenario import (
-        FLAGS_SOURCE,
-        MultiScenario,
-        flag_of,
-        flags_mapping,
-        parse_buckets,
-        parse_prices,
-        read_capacity_file,
-        scenario_from_flags,
-    )
-
+    sweep = {"executor": executor, "workers": workers, "address": address, "progress": progress}
     flags = {"--model": model, "--gpu": gpu, "--rate": rate, "--ttft": ttft, "--tpot": tpot,
              "--tp": tp, "--price": price, "--percentile": percentile, "--attainment": attainment, "--isl": isl,
              "--osl": osl, "--workload": workload, "--trace": trace, "--trace-format": trace_format,
              "--trace-start": trace_start, "--trace-duration": trace_duration, "--time-limit": time_limit,
              "--seed": seed, "--solver": solver, "--models-dir": cost_models, "--bucket": bucket}
-    given = [name for name, value in flags.items() if value not in (None, [])]
     # the scenario is read before the report and sweep imports (matplotlib, ~2 s): bad input fails fast
+    spec = _read_question(scenario, flags)
+    from planner.capacity.scenario import MultiScenario
+
+    if isinstance(spec, MultiScenario):
+        _capacity_multi(spec, out_dir, sweep, run)
+    else:
+        _capacity_single(spec, out_dir, sweep, run)
+
+
+def _read_question(scenario: Optional[Path], flags: dict) -> Any:
+    """The `Scenario` (or `MultiScenario`) of a scenario file, or of the query flags (``flags``: flag → value,
+    None or [] when not given); one line when both or neither are given."""
+    from planner.capacity.scenario import read_capacity_file
+
+    given = [name for name, value in flags.items() if value not in (None, [])]
     if scenario is not None:
         if given:
             raise PlannerError(f"{given[0]}: give a scenario file or the query flags, not both "
                                f"(the file {scenario} already holds the question)")
-        spec = read_capacity_file(scenario)
-        if isinstance(spec, MultiScenario):
-            _capacity_multi(spec, out_dir, executor=executor, workers=workers, address=address, progress=progress,
-                            json_out=json_out, force=force, output=output)
-            return
-    else:
-        if not given:
-            raise PlannerError("give a scenario YAML file, or the query as flags: --model M --gpu G --rate R "
-                               "--ttft S --tpot S --price G=USD (see 'planner capacity --help')")
-        if trace_format is not None and trace is None:
-            raise PlannerError("--trace-format: applies to --trace only")
-        spec = scenario_from_flags(flags_mapping(
-            model=model, gpus=list(gpu or []), rates=list(rate or []), ttft_s=ttft, tpot_s=tpot, atgt_s=None,
-            tensor_parallel=list(tp or []) or None, prices=parse_prices(list(price or []), list(gpu or [])),
-            percentile=percentile, attainment=attainment, workload=workload, isl=isl, osl=osl, trace=trace,
-            trace_format=trace_format, trace_start_s=trace_start, trace_duration_s=trace_duration,
-            time_limit_s=time_limit, seed=seed, solver=solver, cost_models_dir=cost_models,
-            classes=parse_buckets(list(bucket or []))))
-    from planner.capacity.report import PARQUET_MISSING, answer_lines, check_report_files, write_outputs
-    from planner.capacity.run import run_capacity
+        return read_capacity_file(scenario)
+    if not given:
+        raise PlannerError("give a scenario YAML file, or the query as flags: --model M --gpu G --rate R "
+                           "--ttft S --tpot S --price G=USD (see 'planner capacity --help')")
+    if flags["--trace-format"] is not None and flags["--trace"] is None:
+        raise PlannerError("--trace-format: applies to --trace only")
+    return _scenario_from_flags(flags)
 
-    check_out(output, force)
+
+def _scenario_from_flags(flags: dict) -> Any:
+    """The query flags as the scenario mapping a file would hold, through the same validation."""
+    from planner.capacity.scenario import flags_mapping, parse_buckets, parse_prices, scenario_from_flags
+
+    gpus = list(flags["--gpu"] or [])
+    return scenario_from_flags(flags_mapping(
+        model=flags["--model"], gpus=gpus, rates=list(flags["--rate"] or []), ttft_s=flags["--ttft"],
+        tpot_s=flags["--tpot"], atgt_s=None, tensor_parallel=list(flags["--tp"] or []) or None,
+        prices=parse_prices(list(flags["--price"] or []), gpus), percentile=flags["--percentile"],
+        attainment=flags["--attainment"], workload=flags["--workload"], isl=flags["--isl"], osl=flags["--osl"],
+        trace=flags["--trace"], trace_format=flags["--trace-format"], trace_start_s=flags["--trace-start"],
+        trace_duration_s=flags["--trace-duration"], time_limit_s=flags["--time-limit"], seed=flags["--seed"],
+        solver=flags["--solver"], cost_models_dir=flags["--models-dir"],
+        classes=parse_buckets(list(flags["--bucket"] or []))))
+
+
+def _capacity_single(spec, out_dir: Optional[Path], sweep: dict, run: RunArgs) -> None:  # noqa: ANN001
+    """`planner capacity` on a one-model scenario: the sweep, its JSON or tables, then the one line of failed points."""
+    from planner.capacity.report import check_report_files, write_outputs
+
     if out_dir is not None:
         check_output_dir(out_dir, "--report")
-        check_report_files(out_dir, force)
+        check_report_files(out_dir, run.force)
     with tempfile.TemporaryDirectory(prefix="planner-capacity-") as scratch:
-        target = out_dir if out_dir is not None else Path(scratch)
-        try:
-            result = run_capacity(spec, target, executor=executor, workers=workers, address=address,
-                                  progress=progress)
-        except InputError as exc:  # e.g. no configuration can serve the model: name the flag, not a YAML field
-            if exc.source != FLAGS_SOURCE:
-                raise
-            raise InputError(flag_of(exc.field) if exc.field else "flags", "", exc.problem) from None
-        paths = write_outputs(result, out_dir, force) if out_dir is not None else {}
+        result = _sweep_single(spec, out_dir if out_dir is not None else Path(scratch), sweep)
+        paths = write_outputs(result, out_dir, run.force) if out_dir is not None else {}
     sources = _cost_model_sources(spec, result.configurations)
     not_planned = _not_planned(result)
-    if not result.failures:  # with failures, the error line below names them (stderr stays one line)
-        for line in not_planned:
-            err.print(f"not planned: {line}")
+    _say_not_planned(result.failures, not_planned)
     text = to_json(_model_json(spec, result, sources, paths))
-    write_output(output, text, force)
-    if json_out:
+    write_output(run.output, text, run.force)
+    if run.json_out:
         print(text)
     else:
-        pts = result.points
-        if not pts.empty:
-            out.print(_points_table(spec, pts, sources))
-            mixed_table = _mixed_table(result)
-            if mixed_table is not None:
-                out.print(mixed_table)
-            for line in answer_lines(result):
-                out.print(line)
-            for (name, degree), src in sources.items():
-                caveat = ("; its file calls it a lower bound on end-to-end time"
-                          if "lower bound" in src.provenance.lower() else "")
-                codes = src.caveat_codes()
-                out.print(f"cost model {name} TP {degree}: {src.path} — {src.label}; {src.holdout_text()}{caveat}"
-                          + (f"; caveats: {', '.join(codes)}" if codes else ""))
-        out.print(f"sweep: {result.summary.line()}")
-        if result.class_summary is not None:
-            out.print(f"size-class capacities: {result.class_summary.line()}")
-        if paths:
-            out.print(f"report: {paths['report']}  points: {', '.join(str(paths[k]) for k in ('csv', 'parquet') if k in paths)}")
-            if "parquet" not in paths:
-                err.print(PARQUET_MISSING)
-        else:
-            out.print("report: not written (give --report DIR for report.html, points.csv/.parquet and a resumable sweep)")
+        _show_single(spec, result, sources, paths)
     if result.failures:
-        key, message = next(iter(result.failures.items()))
-        raise PlannerError(f"{len(result.failures)} point(s) failed (first: {key}: {message}); "
-                           + ("the others are saved: re-run the same command with --force to retry the failed ones"
-                              if out_dir is not None else "re-run with --report DIR to keep the finished points")
-                           + "".join(f"; not planned: {line}" for line in not_planned))
+        raise _failed_points(result.failures, out_dir, not_planned)
 
 
-def _capacity_multi(spec, out_dir: Optional[Path], *, executor: str, workers: Optional[int], address: Optional[str],
-                    progress: bool, json_out: bool, force: bool, output: Optional[Path] = None) -> None:
+def _sweep_single(spec, target: Path, sweep: dict):  # noqa: ANN001, ANN202
+    """`run_capacity` into ``target``; an input error of a flag-built scenario names the flag, not a YAML field."""
+    from planner.capacity.run import run_capacity
+    from planner.capacity.scenario import FLAGS_SOURCE, flag_of
+
+    try:
+        return run_capacity(spec, target, **sweep)
+    except InputError as exc:  # e.g. no configuration can serve the model: name the flag, not a YAML field
+        if exc.source != FLAGS_SOURCE:
+            raise
+        raise InputError(flag_of(exc.field) if exc.field else "flags", "", exc.problem) from None
+
+
+def _say_not_planned(failures: dict, lines: list[str]) -> None:
+    """``not planned: …`` on stderr per line; not with failures (their error line names them: stderr stays one line)."""
+    if not failures:
+        for line in lines:
+            err.print(f"not planned: {line}")
+
+
+def _failed_points(failures: dict, out_dir: Optional[Path], not_planned: Sequence[str] = ()) -> PlannerError:
+    """The one line of a sweep with failed points: how many, the first, how to retry (and what was not planned)."""
+    key, message = next(iter(failures.items()))
+    return PlannerError(f"{len(failures)} point(s) failed (first: {key}: {message}); "
+                        + ("the others are saved: re-run the same command with --force to retry the failed ones"
+                           if out_dir is not None else "re-run with --report DIR to keep the finished points")
+                        + "".join(f"; not planned: {line}" for line in not_planned))
+
+
+def _show_model(spec, result, sources) -> None:  # noqa: ANN001
+    """One model's points table, mixed-fleet table and answer lines."""
+    from planner.capacity.report import answer_lines
+
+    out.print(_points_table(spec, result.points, sources))
+    mixed_table = _mixed_table(result)
+    if mixed_table is not None:
+        out.print(mixed_table)
+    for line in answer_lines(result):
+        out.print(line)
+
+
+def _cost_model_line(label: str, degree: int, src) -> str:  # noqa: ANN001
+    """``cost model <label> TP <g>: <file> — <kind>; <held-out error>[; lower-bound note][; caveats: …]``."""
+    caveat = "; its file calls it a lower bound on end-to-end time" if "lower bound" in src.provenance.lower() else ""
+    codes = src.caveat_codes()
+    return (f"cost model {label} TP {degree}: {src.path} — {src.label}; {src.holdout_text()}{caveat}"
+            + (f"; caveats: {', '.join(codes)}" if codes else ""))
+
+
+def _show_single(spec, result, sources, paths) -> None:  # noqa: ANN001
+    """The terminal output of a one-model sweep: tables, cost models, sweep summary, report files."""
+    from planner.capacity.report import PARQUET_MISSING
+
+    if not result.points.empty:
+        _show_model(spec, result, sources)
+        for (name, degree), src in sources.items():
+            out.print(_cost_model_line(name, degree, src))
+    out.print(f"sweep: {result.summary.line()}")
+    if result.class_summary is not None:
+        out.print(f"size-class capacities: {result.class_summary.line()}")
+    if paths:
+        out.print(f"report: {paths['report']}  points: {', '.join(str(paths[k]) for k in ('csv', 'parquet') if k in paths)}")
+        if "parquet" not in paths:
+            err.print(PARQUET_MISSING)
+    else:
+        out.print("report: not written (give --report DIR for report.html, points.csv/.parquet and a resumable sweep)")
+
+
+def _capacity_multi(spec, out_dir: Optional[Path], sweep: dict, run: RunArgs) -> None:  # noqa: ANN001
     """`planner capacity` on a scenario with ``models:`` (`planner.capacity.multi`): each model's sweep (its own
     sub-directory of --report, resumable), its points table, then the joint mixed fleet per joint point."""
-    from planner.capacity.multi import model_dir_name, multi_status, run_multi_capacity
-    from planner.capacity.report import answer_lines, check_multi_report_files, write_multi_outputs
+    from planner.capacity.multi import run_multi_capacity
+    from planner.capacity.report import check_multi_report_files, write_multi_outputs
 
     if out_dir is not None:
         check_output_dir(out_dir, "--report")
-        check_multi_report_files(spec, out_dir, force)
+        check_multi_report_files(spec, out_dir, run.force)
     with tempfile.TemporaryDirectory(prefix="planner-capacity-") as scratch:
         target = out_dir if out_dir is not None else Path(scratch)
-        result = run_multi_capacity(spec, target, executor=executor, workers=workers, address=address,
-                                    progress=progress)
-        paths = write_multi_outputs(result, out_dir, force) if out_dir is not None else {}
+        result = run_multi_capacity(spec, target, **sweep)
+        paths = write_multi_outputs(result, out_dir, run.force) if out_dir is not None else {}
     sources = [_cost_model_sources(r.scenario, r.configurations) for r in result.results]
-    not_planned = [f"{r.scenario.model.name}: {line}" for r in result.results for line in _not_planned(r)]
-    if not result.failures:
-        for line in not_planned:
-            err.print(f"not planned: {line}")
-    if json_out or output is not None:
-        models = []
-        for r, src in zip(result.results, sources):
-            sub = {k.split(":", 1)[1]: v for k, v in paths.items() if k.startswith(f"{r.scenario.model.name}:")}
-            models.append({"model": r.scenario.model.name, "fingerprint": r.scenario.fingerprint(),
-                           "directory": model_dir_name(r.scenario.model.name), **_model_json(r.scenario, r, src, sub)})
-        last = next((j for j in reversed(result.joint) if j.models), None)
-        text = to_json({
-            "scenario": spec.source, "name": spec.name, "status": multi_status(result),
-            "objective": None if last is None else last.usd_per_hour, "bound": None, "gap": None,
-            "objective_name": "$/h of the joint fleet (every model) at the last joint point",
-            "solve_seconds": round(sum(float(m["solve_seconds"]) for m in models), 4),
-            "solver": "fleet-simulation+class-milp",
-            "solution": None if last is None else last.to_dict(),
-            "validation": {"feasible": bool(result.joint) and all(j.met for j in result.joint),
-                           "objective": None if last is None else last.usd_per_hour,
-                           "violations": [{**v, "where": f"point {j.index + 1}, {s.model}: {v['where']}"}
-                                          for j in result.joint for s in j.models
-                                          for v in s.check.get("violations", [])]},
-            "models": models, "joint_fleets": [j.to_dict() for j in result.joint], "failures": result.failures,
-            "outputs": {k: str(v) for k, v in paths.items()}})
-        write_output(output, text, force)
-    if json_out:
+    _say_not_planned(result.failures, [f"{r.scenario.model.name}: {line}" for r in result.results
+                                       for line in _not_planned(r)])
+    if run.json_out or run.output is not None:
+        text = to_json(_multi_json(spec, result, sources, paths))
+        write_output(run.output, text, run.force)
+    if run.json_out:
         print(text)
     else:
-        for r, src in zip(result.results, sources):
-            if not r.points.empty:
-                out.print(_points_table(r.scenario, r.points, src))
-                mixed_table = _mixed_table(r)
-                if mixed_table is not None:
-                    out.print(mixed_table)
-                for line in answer_lines(r):
-                    out.print(line)
-            for (name, degree), s in src.items():
-                caveat = "; its file calls it a lower bound on end-to-end time" if "lower bound" in s.provenance.lower() else ""
-                codes = s.caveat_codes()
-                out.print(f"cost model {r.scenario.model.name} on {name} TP {degree}: {s.path} — {s.label}; "
-                          f"{s.holdout_text()}{caveat}" + (f"; caveats: {', '.join(codes)}" if codes else ""))
-            out.print(f"sweep {r.scenario.model.name}: {r.summary.line()}")
-        if result.joint:
-            out.print(_joint_table(result))
-            for j in result.joint:
-                out.print(j.line())
-        if paths:
-            out.print(f"report: {paths['report']}  joint fleets: {paths['joint']}  per model: "
-                      + ", ".join(f"{out_dir / model_dir_name(r.scenario.model.name)}/" for r in result.results))
-        else:
-            out.print("report: not written (give --report DIR for report.html, joint.csv, each model's points and a "
-                      "resumable sweep)")
+        _show_multi(result, sources, paths, out_dir)
     if result.failures:
-        key, message = next(iter(result.failures.items()))
-        raise PlannerError(f"{len(result.failures)} point(s) failed (first: {key}: {message}); "
-                           + ("the others are saved: re-run the same command with --force to retry the failed ones"
-                              if out_dir is not None else "re-run with --report DIR to keep the finished points"))
+        raise _failed_points(result.failures, out_dir)
+
+
+def _multi_json(spec, result, sources, paths) -> dict:  # noqa: ANN001
+    """The ``--json`` object of a several-model scenario: every model's object and the joint fleets."""
+    from planner.capacity.multi import model_dir_name, multi_status
+
+    models = []
+    for r, src in zip(result.results, sources):
+        sub = {k.split(":", 1)[1]: v for k, v in paths.items() if k.startswith(f"{r.scenario.model.name}:")}
+        models.append({"model": r.scenario.model.name, "fingerprint": r.scenario.fingerprint(),
+                       "directory": model_dir_name(r.scenario.model.name), **_model_json(r.scenario, r, src, sub)})
+    last = next((j for j in reversed(result.joint) if j.models), None)
+    return {
+        "scenario": spec.source, "name": spec.name, "status": multi_status(result),
+        "objective": None if last is None else last.usd_per_hour, "bound": None, "gap": None,
+        "objective_name": "$/h of the joint fleet (every model) at the last joint point",
+        "solve_seconds": round(sum(float(m["solve_seconds"]) for m in models), 4),
+        "solver": "fleet-simulation+class-milp",
+        "solution": None if last is None else last.to_dict(),
+        "validation": {"feasible": bool(result.joint) and all(j.met for j in result.joint),
+                       "objective": None if last is None else last.usd_per_hour,
+                       "violations": [{**v, "where": f"point {j.index + 1}, {s.model}: {v['where']}"}
+                                      for j in result.joint for s in j.models
+                                      for v in s.check.get("violations", [])]},
+        "models": models, "joint_fleets": [j.to_dict() for j in result.joint], "failures": result.failures,
+        "outputs": {k: str(v) for k, v in paths.items()}}
+
+
+def _show_multi(result, sources, paths, out_dir: Optional[Path]) -> None:  # noqa: ANN001
+    """The terminal output of a several-model scenario: each model's tables and cost models, the joint fleets,
+    the report files."""
+    from planner.capacity.multi import model_dir_name
+
+    for r, src in zip(result.results, sources):
+        if not r.points.empty:
+            _show_model(r.scenario, r, src)
+        for (name, degree), s in src.items():
+            out.print(_cost_model_line(f"{r.scenario.model.name} on {name}", degree, s))
+        out.print(f"sweep {r.scenario.model.name}: {r.summary.line()}")
+    if result.joint:
+        out.print(_joint_table(result))
+        for j in result.joint:
+            out.print(j.line())
+    if paths:
+        out.print(f"report: {paths['report']}  joint fleets: {paths['joint']}  per model: "
+                  + ", ".join(f"{out_dir / model_dir_name(r.scenario.model.name)}/" for r in result.results))
+    else:
+        out.print("report: not written (give --report DIR for report.html, joint.csv, each model's points and a "
+                  "resumable sweep)")
 
 
 def _joint_table(result) -> Table:
@@ -433,21 +460,24 @@ def _not_planned(result) -> list[str]:
     return lines
 
 
+def _check_finite_time_limit(run: RunArgs) -> None:
+    """`compare all` splits its runs over an executor: --time-limit must be a finite positive number."""
+    if not (run.time_limit > 0) or run.time_limit == float("inf"):
+        raise PlannerError(f"--time-limit must be a positive number, got {run.time_limit}")
+
+
+@run_command(check=_check_finite_time_limit)
 def compare_all_cmd(
     instance_dir: Path = typer.Argument(..., help="directory searched recursively for instance YAML files"),
     out_dir: ReportOption = None,
-    output: OutOption = None,
-    solver: SolverOption = "highs",
-    time_limit: TimeLimitOption = TIME_LIMIT_S,
-    threads: ThreadsOption = None,
+    run: RunArgs = shared("out solver time_limit threads"),
     executor: str = typer.Option("local", help=EXECUTOR_HELP),
     address: str = typer.Option(None, help="Ray cluster address for --executor ray"),
     workers: ParallelOption = None,
     family: str = typer.Option(None, help="only this family (comma-separated list allowed)"),
-    seed: SeedOption = 0,
+    _seed: RunArgs = shared("seed"),
     progress: bool = typer.Option(True, help="progress bar on stderr"),
-    json_out: JsonOption = False,
-    force: ForceOption = False,
+    _results: RunArgs = shared("json force"),
 ) -> None:
     """Every family's heuristics and exact solver over a directory of instances: one table and gap summary.
 
@@ -457,61 +487,60 @@ def compare_all_cmd(
     With --report DIR: results.sqlite (resumable), compare.csv and summary.csv; the CSV files of an earlier run
     are not overwritten without --force (the results database is resumed either way)."""
     from planner.compare import GAP_DEFINITION
-    from planner.solver import check_solver_name
     from planner.sweep.compare_all import check_compare_files, compare_all, summarise
 
-    check_solver_name(solver)
-    if not (time_limit > 0) or time_limit == float("inf"):
-        raise PlannerError(f"--time-limit must be a positive number, got {time_limit}")
-    check_run_options(time_limit, threads)
-    check_out(output, force)
     if out_dir is not None:
         check_output_dir(out_dir, "--report")
-        check_compare_files(out_dir, force)
+        check_compare_files(out_dir, run.force)
     families = None if family is None else tuple(f.strip() for f in family.split(",") if f.strip())
     with tempfile.TemporaryDirectory(prefix="planner-compare-") as scratch:
         target = out_dir if out_dir is not None else Path(scratch)
-        table, summary = compare_all(instance_dir, target, solver=solver, time_limit=time_limit, executor=executor,
-                                     address=address, workers=workers, families=families, seed=seed,
-                                     threads=threads or 1, progress=progress, force=force)
+        table, summary = compare_all(instance_dir, target, solver=run.solver, time_limit=run.time_limit,
+                                     executor=executor, address=address, workers=workers, families=families,
+                                     seed=run.seed, threads=run.threads or 1, progress=progress, force=run.force)
     gaps = summarise(table)
     caveats = _instance_caveats(instance_dir, table)
     text = to_json({"instance_dir": str(instance_dir), "gap_definition": GAP_DEFINITION,
                     "rows": table.to_dict(orient="records"), "summary": gaps.to_dict(orient="records"),
                     "failures": summary.failures, "cost_model_caveats": caveats})
-    write_output(output, text, force)
-    if json_out:
+    write_output(run.output, text, run.force)
+    if run.json_out:
         print(text)
     else:
-        t = Table(title=f"compare all: {instance_dir}", title_justify="left")
-        for col in ("family", "instance", "method", "status", "objective", "bound", "gap", "gap to", "valid", "seconds"):
-            t.add_column(col, justify="left" if col in ("family", "instance", "method", "status", "gap to", "valid")
-                         else "right")
-        for row in table.itertuples():
-            valid = "-" if row.valid is None or row.valid != row.valid else ("yes" if row.valid else "NO")
-            t.add_row(row.family, row.instance, row.method, row.status, fmt(row.objective), fmt(row.bound),
-                      fmt_gap(None if row.gap != row.gap else row.gap), row.gap_reference, valid, f"{row.seconds:.2f}")
-        out.print(t)
-        s = Table(title="Heuristic gap per instance to the exact solver's proven optimum, else its bound (an upper "
-                        "estimate), else the best plan", title_justify="left")
-        for col in ("family", "method", "instances", "no plan", "mean gap", "worst gap", "worst instance"):
-            s.add_column(col, justify="left" if col in ("family", "method", "worst instance") else "right")
-        for row in gaps.itertuples():
-            s.add_row(row.family, row.method, str(row.instances), str(row.no_plan), fmt_gap(row.mean_gap),
-                      fmt_gap(row.worst_gap), row.worst_instance)
-        out.print(s)
-        for instance, lines in caveats.items():
-            codes = sorted({line.split(": ")[1] for line in lines})  # "<model / GPU / TP>: code: detail"
-            if codes:
-                out.print(f"cost-model caveats of {instance}: {', '.join(codes)}")
-        out.print(f"sweep: {summary.line()}")
-        if out_dir is not None:
-            out.print(f"table: {out_dir / 'compare.csv'}  summary: {out_dir / 'summary.csv'}")
+        _show_compare_all(instance_dir, out_dir, table, gaps, caveats, summary)
     if summary.failures:
         key, message = next(iter(summary.failures.items()))
         raise PlannerError(f"{len(summary.failures)} run(s) failed (first: {key}: {message}); "
                            "see the table; re-running the same command" + (" with --force" if out_dir is not None else "")
                            + " retries them")
+
+
+def _show_compare_all(instance_dir: Path, out_dir: Optional[Path], table, gaps, caveats, summary) -> None:  # noqa: ANN001
+    """The terminal output of `compare all`: every run, the gap summary, the cost models' caveats, the files."""
+    t = Table(title=f"compare all: {instance_dir}", title_justify="left")
+    for col in ("family", "instance", "method", "status", "objective", "bound", "gap", "gap to", "valid", "seconds"):
+        t.add_column(col, justify="left" if col in ("family", "instance", "method", "status", "gap to", "valid")
+                     else "right")
+    for row in table.itertuples():
+        valid = "-" if row.valid is None or row.valid != row.valid else ("yes" if row.valid else "NO")
+        t.add_row(row.family, row.instance, row.method, row.status, fmt(row.objective), fmt(row.bound),
+                  fmt_gap(None if row.gap != row.gap else row.gap), row.gap_reference, valid, f"{row.seconds:.2f}")
+    out.print(t)
+    s = Table(title="Heuristic gap per instance to the exact solver's proven optimum, else its bound (an upper "
+                    "estimate), else the best plan", title_justify="left")
+    for col in ("family", "method", "instances", "no plan", "mean gap", "worst gap", "worst instance"):
+        s.add_column(col, justify="left" if col in ("family", "method", "worst instance") else "right")
+    for row in gaps.itertuples():
+        s.add_row(row.family, row.method, str(row.instances), str(row.no_plan), fmt_gap(row.mean_gap),
+                  fmt_gap(row.worst_gap), row.worst_instance)
+    out.print(s)
+    for instance, lines in caveats.items():
+        codes = sorted({line.split(": ")[1] for line in lines})  # "<model / GPU / TP>: code: detail"
+        if codes:
+            out.print(f"cost-model caveats of {instance}: {', '.join(codes)}")
+    out.print(f"sweep: {summary.line()}")
+    if out_dir is not None:
+        out.print(f"table: {out_dir / 'compare.csv'}  summary: {out_dir / 'summary.csv'}")
 
 
 def _instance_caveats(instance_dir: Path, table) -> dict[str, list[str]]:  # noqa: ANN001

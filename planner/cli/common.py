@@ -8,10 +8,11 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional, TypeVar
 
 import typer
 from rich.live import Live
+from rich.table import Table
 from rich.text import Text
 
 from planner.core.outputs import check_output_dir, check_output_file, write_file, write_files  # noqa: F401 (re-exported)
@@ -183,7 +184,7 @@ def cost_models_of(problem: Any, result: Any = None) -> list[Any]:
       when every job gives its own latencies);
     * a deployment cluster: the p1..p8 model (static estimate) or Aladdin model (continuous estimate) of
       every (GPU, TP) it enumerates (with its ``result``: of the (GPU, TP) with a throughput estimate, i.e.
-      not refused by the memory check or the SLOs); a cost plan: the Aladdin models behind its estimated capacities (none
+      not refused by the memory check or the SLOs; with a TP plan: of the degrees it chose); a cost plan: the Aladdin models behind its estimated capacities (none
       for capacities the file gives); request classes: none (the file gives every capacity);
     * routing: every instance's p1..p8 model;
     * queueing: the Aladdin model of every (group model, instance GPU, TP) whose work the estimator
@@ -198,11 +199,14 @@ def cost_models_of(problem: Any, result: Any = None) -> list[Any]:
         return [] if problem.cost_model is None else [problem.cost_model]
     if kind == "ClusterProblem":
         models = problem.hetero_models if problem.estimator == "static" else problem.aladdin_models
-        estimates = getattr(getattr(result, "solution", None), "estimates", None)
-        if estimates is not None:
-            from planner.deployment.problem import model_key  # noqa: PLC0415
+        solution = getattr(result, "solution", None)
+        from planner.deployment.problem import model_key  # noqa: PLC0415
 
-            used = {model_key(e.gpu, e.tensor_parallel) for e in estimates if e.feasible}
+        if getattr(solution, "estimates", None) is not None:
+            used = {model_key(e.gpu, e.tensor_parallel) for e in solution.estimates if e.feasible}
+            return [cost for key, cost in models.items() if key in used]
+        if getattr(solution, "degrees", None) is not None:  # a TP plan: the (GPU, TP) of each group's degree
+            used = {model_key(g.gpu.name, t) for g, t in zip(problem.machines, solution.degrees)}
             return [cost for key, cost in models.items() if key in used]
         return list(models.values())
     if kind == "CostPlanProblem":
@@ -329,25 +333,70 @@ def fmt_gap(gap: float | None) -> str:
     return f"{100 * gap:.2f}%" if gap == 0 or abs(gap) >= 1e-3 else f"{100 * gap:.4f}%"
 
 
-class SolveProgress:
+def summary_table(title: str) -> Table:
+    """The two-column summary table of one result (bold names, values), titled ``title``."""
+    t = Table(title=title, show_header=False, title_justify="left")
+    t.add_column("", style="bold")
+    t.add_column("")
+    return t
+
+
+def add_verdict_rows(t: Table, result: Any, objective: str = "objective", digits: int = 3) -> None:
+    """The last rows of a summary table: the independent validator's verdict (``valid, <objective> recomputed =
+    <value>`` or its violations) and the result's note, each when there is one."""
+    if result.validation is not None:
+        v = result.validation
+        t.add_row("validator", f"valid, {objective} recomputed = {fmt(v.objective, digits)}" if v.feasible
+                  else v.summary())
+    if result.message:
+        t.add_row("note", result.message)
+
+
+_Line = TypeVar("_Line", bound="LiveLine")
+
+
+class LiveLine:
+    """A line on stderr that a rich `Live` display redraws four times a second from `_render` (so elapsed
+    times keep moving while nothing is reported), only when ``enabled`` and stderr is a terminal; it
+    disappears on `close` (or at the end of a ``with`` block).  A subclass sets the attributes its
+    `_render` reads before calling ``super().__init__``: the display starts at once."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled and err.is_terminal
+        self.live: Live | None = None
+        if self.enabled:
+            self.live = Live(console=err, transient=True, refresh_per_second=4, get_renderable=self._render)
+            self.live.start()
+
+    def _render(self) -> Text:
+        return Text("")
+
+    def close(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+    def __enter__(self: _Line) -> _Line:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class SolveProgress(LiveLine):
     """Shows phase, incumbent and bound on stderr once a solve has run for more than a second.
 
-    A rich `Live` display refreshes itself four times a second from the clock, so the elapsed
-    time keeps moving through phases that report nothing (presolve, LNS rounds); it renders
-    nothing during the first second and disappears when the solve ends.
+    The elapsed time keeps moving through phases that report nothing (presolve, LNS rounds); the line
+    renders nothing during the first second and disappears when the solve ends (`LiveLine`).
     """
 
     def __init__(self, enabled: bool = True, unit: str = "") -> None:
-        self.enabled = enabled and err.is_terminal
         self.unit = unit
         self.start = time.perf_counter()
         self.phase_text = "starting"
         self.incumbent: float | None = None
         self.bound: float | None = None
-        self.live: Live | None = None
-        if self.enabled:
-            self.live = Live(console=err, transient=True, refresh_per_second=4, get_renderable=self._render)
-            self.live.start()
+        super().__init__(enabled)
 
     def _render(self) -> Text:
         elapsed = time.perf_counter() - self.start
@@ -368,17 +417,6 @@ class SolveProgress:
             self.incumbent = event.incumbent
         if event.bound is not None:
             self.bound = math.ceil(event.bound - 1e-6) if self.unit == " workers" else event.bound
-
-    def close(self) -> None:
-        if self.live is not None:
-            self.live.stop()
-            self.live = None
-
-    def __enter__(self) -> "SolveProgress":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def debug_enabled() -> bool:

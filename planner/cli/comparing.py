@@ -9,34 +9,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from planner.cli.common import err, fmt, fmt_gap, out, print_cost_caveats, to_json, write_output
+from planner.cli.common import LiveLine, err, fmt, fmt_gap, out, print_cost_caveats
 
 if TYPE_CHECKING:
     from planner.compare import Comparison, ComparisonRow, MethodEvent
+    from planner.cli.options import RunArgs
     from planner.core.contract import FamilyHarness, RunOptions
 
 #: A family column: header and the cell of one row.
 Column = tuple[str, Callable[["ComparisonRow"], str]]
 
 
-class CompareProgress:
+class CompareProgress(LiveLine):
     """One line per method on stderr as it finishes (``[k/n] method: status, objective, seconds``) and, below
     them, the method that runs with its elapsed seconds; only when stderr is a terminal
-    (`planner.core.consoles.err`); the running line disappears when the comparison ends."""
+    (`planner.core.consoles.err`); the running line disappears when the comparison ends (`LiveLine`)."""
 
     def __init__(self, unit: str = "") -> None:
-        self.enabled = err.is_terminal
         self.unit = unit
         self.running = ""
         self.started = time.perf_counter()
-        self.live: Live | None = None
-        if self.enabled:
-            self.live = Live(console=err, transient=True, refresh_per_second=4, get_renderable=self._render)
-            self.live.start()
+        super().__init__()
 
     def _render(self) -> Text:
         if not self.running:
@@ -55,17 +51,6 @@ class CompareProgress:
         objective = "-" if r.objective is None else f"{fmt(r.objective, 6)}{self.unit}"
         err.print(f"[{event.index + 1}/{event.total}] {event.method}: {r.status.value}, {objective}, "
                   f"{r.solve_seconds:.2f} s", highlight=False, markup=False)
-
-    def close(self) -> None:
-        if self.live is not None:
-            self.live.stop()
-            self.live = None
-
-    def __enter__(self) -> CompareProgress:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def valid_cell(row: ComparisonRow) -> str:
@@ -97,15 +82,6 @@ def comparison_payload(instance: Path, name: str, comparison: Comparison,
             entry.update(extras(row))
             entry["result"] = result
     return {"instance": str(instance), "name": name, **data, **fields}
-
-
-def emit(payload: dict[str, Any], json_out: bool, output: Path | None, force: bool) -> bool:
-    """Write the JSON to ``output`` (if given); print it with ``--json``.  True when printed."""
-    text = to_json(payload)
-    write_output(output, text, force)
-    if json_out:
-        print(text)
-    return json_out
 
 
 def exact_line(comparison: Comparison, unit: str = "") -> None:
@@ -158,16 +134,15 @@ class CompareView:
     after: Callable[[], None] | None = None
 
 
-def show_comparison(instance: Path, name: str, comparison: Comparison, view: CompareView, *, json_out: bool,
-                    output: Path | None, force: bool) -> None:
+def show_comparison(instance: Path, name: str, comparison: Comparison, view: CompareView, run: RunArgs) -> None:
     """The end of every ``planner compare FAMILY``: the JSON (to ``--out``; on stdout with ``--json``), else the
     table, the exact method's line, the family's ``after`` lines and the cost models' caveats."""
-    payload = comparison_payload(instance, name, comparison, view.extras, **view.fields,
-                                 cost_model_caveats=view.caveats)
-    if emit(payload, json_out, output, force):
-        return
-    out.print(comparison_table(comparison, view.title, view.columns, view.unit))
-    exact_line(comparison, view.unit)
-    if view.after is not None:
-        view.after()
-    print_cost_caveats(*view.cost_models)
+    def show() -> None:
+        out.print(comparison_table(comparison, view.title, view.columns, view.unit))
+        exact_line(comparison, view.unit)
+        if view.after is not None:
+            view.after()
+        print_cost_caveats(*view.cost_models)
+
+    run.emit(comparison_payload(instance, name, comparison, view.extras, **view.fields,
+                                cost_model_caveats=view.caveats), show=show)

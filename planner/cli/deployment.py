@@ -8,47 +8,22 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
-from planner.cli.common import (
-    CommandGroups,
-    ForceOption,
-    JsonOption,
-    OutOption,
-    SeedOption,
-    SolverOption,
-    ThreadsOption,
-    TimeLimitOption,
-    check_out,
-    cost_models_of,
-    fmt,
-    fmt_gap,
-    out,
-    print_cost_caveats,
-    several_cost_model_caveats,
-)
-
-from planner.cli.common import TIME_LIMIT_S, emit, run_progress, start_run
+from planner.cli.common import (CommandGroups, add_verdict_rows, cost_models_of, fmt, fmt_gap, out, print_cost_caveats,
+                                run_progress, several_cost_model_caveats, summary_table)
+from planner.cli.options import RESULT, RUN, RunArgs, run_command, shared
 
 if TYPE_CHECKING:
     from planner.core.result import Result
 
 
 
-def _check(solver: str, time_limit: float | None, threads: int | None = None) -> None:
-    from planner.cli.common import check_run_options
-    from planner.solver import check_solver_name
-
-    check_solver_name(solver)
-    check_run_options(time_limit, threads)  # NaN-safe: `not x > 0`
-
-
-def _emit(instance: Path, name: str, result: Result, json_out: bool, output: Path | None, force: bool,
-          problem=None, show=None, failed: bool = False) -> bool:  # noqa: ANN001
-    """`emit` of a deployment result (``cost_model_caveats``: ``"<model> / <gpu> / TP <g>: code: detail"`` per
-    configuration, [] when none); ``show`` prints the tables without --json.  True when printed as JSON."""
-    emit({"instance": str(instance), "name": name, **result.to_dict(),
-          "cost_model_caveats": several_cost_model_caveats(cost_models_of(problem, result))},
-         json_out=json_out, output=output, force=force, show=show, failed=failed)
-    return json_out
+def _emit(instance: Path, result: Result, run: RunArgs, problem, show) -> None:  # noqa: ANN001
+    """`RunArgs.emit_result` of a deployment result: ``show`` prints the tables without --json, then the caveats of
+    the cost models behind it (``cost_model_caveats``: ``"<model> / <gpu> / TP <g>: code: detail"`` per
+    configuration, [] when none)."""
+    models = cost_models_of(problem, result)
+    run.emit_result(instance, problem.name, result, show, cost_models=models,
+                    caveats=several_cost_model_caveats(models))
 
 
 def _enumeration_result(problem) -> Result:
@@ -123,26 +98,21 @@ def _print_enumeration(problem, result: Result) -> None:
         out.print(f"note: {result.message}")
 
 
-def _summary_rows(t: Table, result: Result, cost: str, bound: str) -> None:
+def _summary(title: str, result: Result, cost: str, bound: str) -> Table:
     """The two-column summary of a $/h plan: status, $/h, lower bound, gap, solver, the validator's verdict."""
-    t.add_column("", style="bold")
-    t.add_column("")
+    t = summary_table(title)
     t.add_row("status", result.status.value)
     t.add_row("$/h", cost)
     t.add_row("lower bound", bound)
     t.add_row("gap", fmt_gap(result.gap))
     t.add_row("solver", f"{result.solver}, {result.solve_seconds:.3f} s")
-    if result.validation is not None:
-        t.add_row("validator", f"valid, $/h recomputed = {fmt(result.validation.objective)}"
-                  if result.validation.feasible else result.validation.summary())
-    if result.message:
-        t.add_row("note", result.message)
+    add_verdict_rows(t, result, "$/h")
+    return t
 
 
 def _print_cost(problem, result: Result) -> None:
-    t = Table(title=f"Cost plan: {problem.name}", show_header=False, title_justify="left")
-    _summary_rows(t, result, fmt(result.objective) if result.objective is not None else "-", fmt(result.bound))
-    out.print(t)
+    out.print(_summary(f"Cost plan: {problem.name}", result,
+                       fmt(result.objective) if result.objective is not None else "-", fmt(result.bound)))
     sol = result.solution
     if sol is None or not any(sol.counts):
         return
@@ -161,10 +131,10 @@ def _print_cost(problem, result: Result) -> None:
 def _print_class_plan(problem, result: Result) -> None:
     """Summary, instances per configuration, and each class's split over configurations."""
     where = problem.provenance or "the instance file"
-    t = Table(title=f"Mixed fleet for request classes: {problem.name}", show_header=False, title_justify="left")
-    _summary_rows(t, result, (fmt(result.objective) if result.objective is not None else "-")
-                  + f" (prices and per-class capacities of {where})",
-                  f"{fmt(result.bound)} ({result.bound_source})" if result.bound is not None else "-")
+    t = _summary(f"Mixed fleet for request classes: {problem.name}", result,
+                 (fmt(result.objective) if result.objective is not None else "-")
+                 + f" (prices and per-class capacities of {where})",
+                 f"{fmt(result.bound)} ({result.bound_source})" if result.bound is not None else "-")
     custom = [g.name for g in problem.gpus if g.source == "given"]
     if custom:
         t.add_row("GPUs defined in the file", ", ".join(custom) + " (not from the catalog)")
@@ -196,22 +166,20 @@ def _print_class_plan(problem, result: Result) -> None:
     out.print(r)
 
 
-def _max_load(instance: Path, problem, *, solver: str, time_limit: float, threads: int | None, seed: int,
-              started: float, json_out: bool, output: Path | None, force: bool) -> None:  # noqa: ANN001
+def _max_load(instance: Path, problem, run: RunArgs) -> None:  # noqa: ANN001
     """`solve deployment --max-load`: the largest scale of every demand's rate the inventory serves."""
     from planner.deployment.cost_solve import max_servable_load
 
     with run_progress(f"largest load of {problem.name}"):
-        scale, bound, outcome = max_servable_load(problem, solver=solver, time_limit=time_limit,
-                                                  threads=threads, seed=seed, started=started)
+        scale, bound, outcome = max_servable_load(problem, solver=run.solver, time_limit=run.time_limit,
+                                                  threads=run.threads, seed=run.seed, started=run.started)
     payload = {"instance": str(instance), "name": problem.name, "status": outcome.status.value,
                "objective": scale, "bound": bound, "gap": outcome.gap, "solve_seconds": outcome.seconds,
                "solver": outcome.solver, "message": outcome.message, "stats": outcome.extra,
                "solution": {"max_load_scale": scale,
                             "max_rates": {d.model: (scale or 0.0) * d.rate for d in problem.demands}},
                "cost_model_caveats": several_cost_model_caveats(cost_models_of(problem))}
-    emit(payload, json_out=json_out, output=output, force=force,
-         show=lambda: _print_max_load(problem, scale, bound, outcome))
+    run.emit(payload, show=lambda: _print_max_load(problem, scale, bound, outcome))
 
 
 def _print_max_load(problem, scale, bound, outcome) -> None:  # noqa: ANN001
@@ -222,16 +190,11 @@ def _print_max_load(problem, scale, bound, outcome) -> None:  # noqa: ANN001
     print_cost_caveats(*cost_models_of(problem))
 
 
+@run_command
 def solve_deployment_cmd(
     instance: Path = typer.Argument(..., help="deployment instance YAML (cluster, cost plan or request classes)"),
     max_load: bool = typer.Option(False, "--max-load", help="cost plan only: the most load this inventory can serve"),
-    solver: SolverOption = "highs",
-    time_limit: TimeLimitOption = TIME_LIMIT_S,
-    threads: ThreadsOption = None,
-    seed: SeedOption = 0,
-    json_out: JsonOption = False,
-    output: OutOption = None,
-    force: ForceOption = False,
+    run: RunArgs = shared(RUN, RESULT),
 ) -> None:
     """Ranked TP configurations of a cluster; the cost-minimal GPU mix (MILP with gap) of a cost plan (inventory,
     demands) or of request classes; with --max-load, the most load a cost plan's inventory can serve."""
@@ -240,51 +203,32 @@ def solve_deployment_cmd(
     from planner.deployment.instance import load_deployment_instance
     from planner.deployment.problem import ClusterProblem, CostPlanProblem
     from planner.errors import InputError
-    from planner.solver import SolveStatus
 
-    started = start_run(solver=solver, time_limit=time_limit, threads=threads, output=output, force=force)
-    problem = load_deployment_instance(instance)  # --time-limit covers reading the instance too
+    run = run.start_clock()  # --time-limit covers reading the instance, not the imports above
+    problem = load_deployment_instance(instance)
     if max_load and not isinstance(problem, CostPlanProblem):
         cluster = isinstance(problem, ClusterProblem)
         raise InputError(instance, "inventory" if cluster else "models",
                          "--max-load answers cost plans (inventory, demands), not "
                          + ("clusters (machine groups)" if cluster else "request classes (gpus, models)"))
     if max_load:
-        _max_load(instance, problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed,
-                  started=started, json_out=json_out, output=output, force=force)
+        _max_load(instance, problem, run)
         return
     if isinstance(problem, ClusterProblem):
-        result = _enumeration_result(problem)
-
-        def show() -> None:
-            _print_enumeration(problem, result)
-            print_cost_caveats(*cost_models_of(problem, result))
+        result, show = _enumeration_result(problem), _print_enumeration
     else:
         plan = solve_class_plan if isinstance(problem, ClassPlanProblem) else solve_cost_plan
         with run_progress(f"cost-minimal plan of {problem.name}"):
-            result = plan(problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed,
-                          started=started)
-
-        def show() -> None:
-            if isinstance(problem, ClassPlanProblem):
-                _print_class_plan(problem, result)
-                return
-            _print_cost(problem, result)
-            if result.status != SolveStatus.ERROR:
-                print_cost_caveats(*cost_models_of(problem))
-    _emit(instance, problem.name, result, json_out, output, force, problem, show=show,
-          failed=result.status == SolveStatus.ERROR)
+            result = plan(problem, solver=run.solver, time_limit=run.time_limit, threads=run.threads, seed=run.seed,
+                          started=run.started)
+        show = _print_class_plan if isinstance(problem, ClassPlanProblem) else _print_cost
+    _emit(instance, result, run, problem, lambda: show(problem, result))
 
 
+@run_command
 def solve_routing_cmd(
     instance: Path = typer.Argument(..., help="routing batch YAML"),
-    solver: SolverOption = "highs",
-    time_limit: TimeLimitOption = TIME_LIMIT_S,
-    threads: ThreadsOption = None,
-    seed: SeedOption = 0,
-    json_out: JsonOption = False,
-    output: OutOption = None,
-    force: ForceOption = False,
+    run: RunArgs = shared(RUN, RESULT),
 ) -> None:
     """Exact makespan routing (R||Cmax with KV limits) of one request batch.
 
@@ -292,13 +236,12 @@ def solve_routing_cmd(
     same seed repeats."""
     from planner.deployment.instance import load_routing_instance
     from planner.deployment.routing_solve import solve_routing
-    from planner.solver import SolveStatus
 
-    started = start_run(solver=solver, time_limit=time_limit, threads=threads, output=output, force=force)
-    problem = load_routing_instance(instance)  # --time-limit covers reading the instance too
+    run = run.start_clock()  # --time-limit covers reading the instance, not the imports above
+    problem = load_routing_instance(instance)
     with run_progress(f"routing {problem.name}"):
-        result = solve_routing(problem, solver=solver, time_limit=time_limit, threads=threads, seed=seed,
-                               started=started)
+        result = solve_routing(problem, solver=run.solver, time_limit=run.time_limit, threads=run.threads,
+                               seed=run.seed, started=run.started)
 
     def show() -> None:
         out.print(f"routing {problem.name}: {result.status.value}, makespan {fmt(result.objective, 5)} s, bound "
@@ -308,34 +251,30 @@ def solve_routing_cmd(
             out.print("per-instance load (s): " + ", ".join(f"{k} {v:.3f}" for k, v in loads.items()))
         if result.message:
             out.print(result.message)
-        if result.status != SolveStatus.ERROR:
-            print_cost_caveats(*cost_models_of(problem))
 
-    _emit(instance, problem.name, result, json_out, output, force, problem, show=show,
-          failed=result.status == SolveStatus.ERROR)
+    _emit(instance, result, run, problem, show)
 
 
+@run_command
 def compare_deployment_cmd(
-    instance: Path = typer.Argument(..., help="cost-plan YAML (inventory, demands) or request classes (gpus, models)"),
-    solver: SolverOption = "highs",
-    time_limit: TimeLimitOption = TIME_LIMIT_S,
-    threads: ThreadsOption = None,
-    seed: SeedOption = 0,
-    json_out: JsonOption = False,
-    output: OutOption = None,
-    force: ForceOption = False,
+    instance: Path = typer.Argument(..., help="cost-plan YAML (inventory, demands), request classes (gpus, models) "
+                                              "or a cluster (machines)"),
+    run: RunArgs = shared(RUN, RESULT),
 ) -> None:
-    """Greedy, single-type and the cost MILP, each with the whole --time-limit: $/h, instances, gap.
+    """Greedy, single-type and the cost MILP, each with the whole --time-limit: $/h, instances, gap; for a
+    cluster, the uniform TP baselines against the exhaustive enumeration: tokens/s, degrees, gap.
 
-    The gap is `planner.compare`'s: to the MILP optimum, else to its bound, else to the cheapest plan."""
+    The gap is `planner.compare`'s: to the exact method's optimum, else to its bound, else to the best plan."""
     from planner.cli.comparing import CompareView, run_comparison, show_comparison
     from planner.deployment.harness import HARNESS
-    from planner.harness import RunOptions
+    from planner.deployment.instance import load_deployment_instance
+    from planner.deployment.problem import ClusterProblem
 
-    _check(solver, time_limit, threads)
-    check_out(output, force)
-    problem = HARNESS.load(instance)
-    comparison = run_comparison(problem, HARNESS, RunOptions(solver, time_limit, threads, seed), " $/h")
+    problem = load_deployment_instance(instance)
+    if isinstance(problem, ClusterProblem):
+        _compare_cluster(instance, problem, run)
+        return
+    comparison = run_comparison(problem, HARNESS, run.options, " $/h")
 
     def instances(row):  # noqa: ANN001, ANN202
         counts = getattr(row.result.solution if row.result is not None else None, "counts", None)
@@ -346,18 +285,35 @@ def compare_deployment_cmd(
                        columns=[("$/h", lambda r: fmt(r.objective, 6)), ("instances", lambda r: fmt(instances(r)))],
                        extras=lambda r: {"instances": instances(r)},
                        cost_models=models, caveats=several_cost_model_caveats(models))
-    show_comparison(instance, name, comparison, view, json_out=json_out, output=output, force=force)
+    show_comparison(instance, name, comparison, view, run)
 
 
+def _compare_cluster(instance: Path, problem, run: RunArgs) -> None:  # noqa: ANN001
+    """`compare deployment` of a cluster: family deployment-tp (`planner.deployment.tp_harness`)."""
+    from planner.cli.comparing import CompareView, run_comparison, show_comparison
+    from planner.deployment.tp_harness import HARNESS
+
+    comparison = run_comparison(problem, HARNESS, run.options, " tokens/s")
+
+    def degrees(row):  # noqa: ANN001, ANN202
+        solution = row.result.solution if row.result is not None else None
+        if solution is None:
+            return None
+        chosen = solution.best[0] if hasattr(solution, "best") else solution.degrees
+        return ", ".join(f"{g.name} t={t}" for g, t in zip(problem.machines, chosen))
+
+    models = cost_models_of(problem)
+    view = CompareView(title=f"TP degrees of cluster {problem.name} ({problem.estimator} estimate)", unit=" tokens/s",
+                       columns=[("tokens/s", lambda r: fmt(r.objective, 6)), ("degrees", lambda r: degrees(r) or "-")],
+                       extras=lambda r: {"degrees": degrees(r)}, cost_models=models,
+                       caveats=several_cost_model_caveats(models))
+    show_comparison(instance, problem.name, comparison, view, run)
+
+
+@run_command
 def compare_routing_cmd(
     instance: Path = typer.Argument(..., help="routing batch YAML"),
-    solver: SolverOption = "highs",
-    time_limit: TimeLimitOption = TIME_LIMIT_S,
-    threads: ThreadsOption = None,
-    seed: SeedOption = 0,
-    json_out: JsonOption = False,
-    output: OutOption = None,
-    force: ForceOption = False,
+    run: RunArgs = shared(RUN, RESULT),
 ) -> None:
     """RR, WRR, SI, MB, the workload mapper and the exact makespan MILP, each with the whole --time-limit.
 
@@ -365,19 +321,16 @@ def compare_routing_cmd(
     from planner.cli.comparing import CompareView, run_comparison, show_comparison
     from planner.deployment.instance import load_routing_instance
     from planner.deployment.routing_harness import HARNESS
-    from planner.harness import RunOptions
 
-    _check(solver, time_limit, threads)
-    check_out(output, force)
     problem = load_routing_instance(instance)
-    comparison = run_comparison(problem, HARNESS, RunOptions(solver, time_limit, threads, seed), " s")
+    comparison = run_comparison(problem, HARNESS, run.options, " s")
     models = cost_models_of(problem)
     view = CompareView(
         title=f"Routing vs exact makespan: {problem.name} ({len(problem.request_ids)} requests, "
               f"{len(problem.instances)} instances)", unit=" s",
         columns=[("makespan (s)", lambda r: fmt(r.objective, 5))], cost_models=models,
         caveats=several_cost_model_caveats(models))
-    show_comparison(instance, problem.name, comparison, view, json_out=json_out, output=output, force=force)
+    show_comparison(instance, problem.name, comparison, view, run)
 
 
 def register(groups: CommandGroups) -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from planner.cli.common import (TPOT_HELP, ForceOption, JsonOption, OutOption, SeedOption, TraceFormatOption, emit, fmt,
-                                out, run_progress, start_run)
+from planner.cli.common import TPOT_HELP, TraceFormatOption, fmt, out, run_progress
+from planner.cli.options import RESULT, RunArgs, run_command, shared
 from planner.cli.placement import check_positive, resolve_serving
 from planner.errors import PlannerError
 
@@ -20,6 +20,7 @@ MAX_REQUESTS = 2_000_000
 MAX_WORKERS = 100_000
 
 
+@run_command
 def simulate_fleet_cmd(
     model: str = typer.Option("Llama-2-70B", help="model (catalog name)"),
     gpu: str = typer.Option("H100-80GB-SXM", help="GPU type (catalog name)"),
@@ -44,10 +45,7 @@ def simulate_fleet_cmd(
     warmup: float = typer.Option(0.0, help="seconds of arrivals left out of the statistics"),
     max_batch_tokens: int = typer.Option(4096, "--max-batch-tokens", help="C: tokens per batch"),
     max_running: int = typer.Option(256, "--max-running", help="R_max: running requests per worker"),
-    seed: SeedOption = 0,
-    json_out: JsonOption = False,
-    output: OutOption = None,
-    force: ForceOption = False,
+    run: RunArgs = shared("seed", RESULT),
 ) -> None:
     """Simulate N workers (iteration-level engine, Algorithm 1 presets) behind a router on a trace or Poisson stream.
 
@@ -83,7 +81,6 @@ def simulate_fleet_cmd(
     for option, value in (("--max-batch-tokens", max_batch_tokens), ("--max-running", max_running)):
         if value < 1:
             raise PlannerError(f"{option} must be at least 1, got {value}")
-    start_run(output=output, force=force)
     llm, gpu_spec, cost_path, cost = _resolve_cost(model, gpu, tensor_parallel, cost_model)
 
     from planner.core.types import WorkerConfig
@@ -95,7 +92,7 @@ def simulate_fleet_cmd(
         requests = FleetRequests.from_trace(trace, fmt_, window_s=window_s, max_total_tokens=llm.max_context_tokens,
                                             predictor=dist)
     else:
-        requests = FleetRequests.poisson(dist, rate=rate, duration_s=duration, seed=seed,
+        requests = FleetRequests.poisson(dist, rate=rate, duration_s=duration, seed=run.seed,
                                          max_total_tokens=llm.max_context_tokens, name=workload)
     source = f"{cost_path}" + (f" ({cost.provenance.split(' [')[0]})" if cost.provenance else "")
     build = WorkerSpec.from_batchtime if getattr(cost, "kind", "") == "batchtime" else WorkerSpec.from_aladdin
@@ -140,13 +137,13 @@ def simulate_fleet_cmd(
                                           f"({summary['iterations']:,} iterations)")
         out.print(t)
 
-    emit(data, json_out=json_out, output=output, force=force, show=show)
+    run.emit(data, show=show)
 
 
 def _resolve_cost(model: str, gpu: str, tensor_parallel: int, cost_model: Path | None):
     """(LLMSpec, GPUSpec, path, cost model): a batch-time file as given (its model, GPU and TP must be the
     run's), anything else through `resolve_serving` (Aladdin files only); one-line errors."""
-    from planner.cli.placement import resolve_model_gpu
+    from planner.cli.placement import resolve_worker
     from planner.costmodels.batchtime import BatchTimeModel
     from planner.costmodels.files import load_cost_model
 
@@ -155,9 +152,7 @@ def _resolve_cost(model: str, gpu: str, tensor_parallel: int, cost_model: Path |
     cost = load_cost_model(cost_model)
     if not isinstance(cost, BatchTimeModel):
         return resolve_serving(model, gpu, tensor_parallel, cost_model)
-    llm, gpu_spec = resolve_model_gpu(model, gpu)
-    if tensor_parallel < 1:
-        raise PlannerError(f"--tp must be at least 1, got {tensor_parallel}")
+    llm, gpu_spec = resolve_worker(model, gpu, tensor_parallel)
     for what, fitted, asked in (("model", cost.model, llm.name), ("GPU", cost.gpu, gpu_spec.name)):
         if fitted.lower() != asked.lower():
             raise PlannerError(f"{cost_model}: batch-time model fitted for {what} {fitted}, not {asked}")

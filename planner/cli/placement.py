@@ -9,22 +9,9 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
-from planner.cli.common import (
-    ForceOption,
-    JsonOption,
-    OutOption,
-    SeedOption,
-    SolverOption,
-    ThreadsOption,
-    TimeLimitOption,
-    check_out,
-    cost_model_caveats,
-    fmt,
-    fmt_gap,
-    out,
-    print_cost_caveats,
-)
-from planner.cli.common import TIME_LIMIT_S, TPOT_HELP, VerboseOption, emit, run_progress, start_run
+from planner.cli.common import (TPOT_HELP, add_verdict_rows, check_out, cost_model_caveats, fmt, fmt_gap, out,
+                                print_cost_caveats, run_progress, summary_table)
+from planner.cli.options import RESULT, RUN, RunArgs, run_command, shared
 from planner.errors import PlannerError
 
 if TYPE_CHECKING:
@@ -35,9 +22,7 @@ if TYPE_CHECKING:
 
 
 def _summary_table(result: Result, title: str) -> Table:
-    t = Table(title=title, show_header=False, title_justify="left")
-    t.add_column("", style="bold")
-    t.add_column("")
+    t = summary_table(title)
     sol = result.solution
     t.add_row("status", result.status.value)
     t.add_row("workers", fmt(result.objective))
@@ -54,11 +39,7 @@ def _summary_table(result: Result, title: str) -> Table:
                                f"{s['constraints']} rows, {s['nonzeros']} nonzeros")
         if s.get("warm_start"):
             t.add_row("warm start", f"{s['warm_start']} (accepted: {s.get('warm_start_accepted')})")
-    if result.validation is not None:
-        t.add_row("validator", "valid, objective recomputed = " + fmt(result.validation.objective)
-                  if result.validation.feasible else result.validation.summary())
-    if result.message:
-        t.add_row("note", result.message)
+    add_verdict_rows(t, result)
     return t
 
 
@@ -78,29 +59,21 @@ def _worker_table(result: Result, limit: int = 20) -> Table | None:
     return t
 
 
+@run_command
 def solve_placement_cmd(
     instance: Path = typer.Argument(..., help="placement scenario YAML"),
-    solver: SolverOption = "highs",
-    time_limit: TimeLimitOption = TIME_LIMIT_S,
-    threads: ThreadsOption = None,
-    seed: SeedOption = 0,
-    json_out: JsonOption = False,
-    output: OutOption = None,
-    force: ForceOption = False,
-    verbose: VerboseOption = False,
+    run: RunArgs = shared(RUN, RESULT, "verbose"),
 ) -> None:
     """Solve the Aladdin placement MIP of one heartbeat to proven optimality."""
     from planner.placement.instance import load_placement_instance
-    from planner.core.contract import RunOptions
     from planner.placement.pipeline import PlacementKnobs, solve_placement
-    from planner.solver import SolveStatus
 
-    started = start_run(solver=solver, time_limit=time_limit, threads=threads, output=output, force=force)
+    run = run.start_clock()  # --time-limit covers reading the instance, not the imports above
     problem = load_placement_instance(instance)
-    with run_progress(verbose=verbose, unit=" workers") as progress:
+    with run_progress(verbose=run.verbose, unit=" workers") as progress:
         result = solve_placement(
-            problem, RunOptions(solver=solver, time_limit=time_limit, threads=threads, seed=seed),
-            PlacementKnobs(verbose=verbose, progress=progress, phase=progress.phase, started=started),
+            problem, run.options,
+            PlacementKnobs(verbose=run.verbose, progress=progress, phase=progress.phase, started=run.started),
         )
 
     def show() -> None:
@@ -108,35 +81,25 @@ def solve_placement_cmd(
         table = _worker_table(result)
         if table is not None:
             out.print(table)
-        if result.status != SolveStatus.ERROR:
-            print_cost_caveats(problem.cost)
 
-    emit({"instance": str(instance), "name": problem.name, **result.to_dict(),
-          "cost_model_caveats": cost_model_caveats(problem.cost)},
-         json_out=json_out, output=output, force=force, show=show, failed=result.status == SolveStatus.ERROR)
+    run.emit_result(instance, problem.name, result, show, cost_models=[problem.cost],
+                    caveats=cost_model_caveats(problem.cost))
 
 
+@run_command
 def compare_placement_cmd(
     instance: Path = typer.Argument(..., help="placement scenario YAML"),
-    solver: SolverOption = "highs",
-    time_limit: TimeLimitOption = TIME_LIMIT_S,
-    threads: ThreadsOption = None,
-    seed: SeedOption = 0,
-    json_out: JsonOption = False,
-    output: OutOption = None,
-    force: ForceOption = False,
+    run: RunArgs = shared(RUN, RESULT),
 ) -> None:
     """Every heuristic and the MIP, each with the whole --time-limit: workers, GPUs, lower bound, gap, time.
 
     The gap is `planner.compare`'s: to the MIP optimum, else to its bound, else to the best plan."""
     from planner.cli.comparing import CompareView, run_comparison, show_comparison
-    from planner.harness import RunOptions
     from planner.placement.harness import HARNESS
     from planner.placement.instance import load_placement_instance
 
-    start_run(solver=solver, time_limit=time_limit, threads=threads, output=output, force=force)
     problem = load_placement_instance(instance)
-    comparison = run_comparison(problem, HARNESS, RunOptions(solver, time_limit, threads, seed), " workers")
+    comparison = run_comparison(problem, HARNESS, run.options, " workers")
 
     def gpus(row):  # noqa: ANN001, ANN202
         sol = row.result.solution if row.result is not None else None
@@ -148,9 +111,10 @@ def compare_placement_cmd(
                  ("lower bound", lambda r: fmt(r.bound))],
         extras=lambda r: {"gpus": gpus(r), "bound_source": r.result.bound_source if r.result is not None else ""},
         cost_models=[problem.cost], caveats=cost_model_caveats(problem.cost))
-    show_comparison(instance, problem.name, comparison, view, json_out=json_out, output=output, force=force)
+    show_comparison(instance, problem.name, comparison, view, run)
 
 
+@run_command
 def generate_placement_cmd(
     output: Path = typer.Argument(..., help="scenario YAML to write (a CSV with the same stem is written beside it)"),
     workload: str = typer.Option("sharegpt", help="length distribution name (models/workloads/) or YAML path"),
@@ -165,9 +129,9 @@ def generate_placement_cmd(
     mode: str = typer.Option("colocated", help="colocated or decode_only"),
     strictness: float = typer.Option(0.5, help="λ"),
     kv_headroom: float = typer.Option(1.0, help="θ"),
-    seed: SeedOption = 0,
+    run: RunArgs = shared("seed"),
     name: str = typer.Option(None, help="instance name (default: file stem)"),
-    force: ForceOption = False,
+    _force: RunArgs = shared("force"),
 ) -> None:
     """Generate a placement instance from a real trace's length distribution."""
     from planner.core.types import WorkerConfig
@@ -184,24 +148,25 @@ def generate_placement_cmd(
     llm, gpu_spec, cost_model, cost = resolve_serving(model, gpu, tensor_parallel, cost_model)
     for path in (output, output.with_suffix(".csv")):
         check_output_file(path)
-        if path.exists() and not force:
+        if path.exists() and not run.force:
             raise PlannerError(f"{path}: already exists; pass --force to overwrite it")
-        check_out(path, force, "OUTPUT")
+        check_out(path, run.force, "OUTPUT")
     dist = find_distribution(workload)
     problem = generate_placement_problem(
         name=name or output.stem, dist=dist, model=llm,
         worker=WorkerConfig(gpu=gpu_spec, tensor_parallel=tensor_parallel), cost=cost,
         slos=make_slos(ttft, atgt, cost),
         options=make_options(mode, strictness, kv_headroom),
-        new_requests=requests, ongoing_requests=ongoing, seed=seed,
+        new_requests=requests, ongoing_requests=ongoing, seed=run.seed,
     )
     description = (f"generated by `planner generate placement`: {requests} new + {len(problem.ongoing)} ongoing requests, "
-                   f"lengths from '{dist.name}' ({dist.source.split(',')[0]}), seed {seed}")
+                   f"lengths from '{dist.name}' ({dist.source.split(',')[0]}), seed {run.seed}")
     yml, csv = save_placement_instance(problem, output, cost_model_path=cost_model, description=description)
     out.print(f"wrote {yml} and {csv}")
     print_cost_caveats(cost)
 
 
+@run_command
 def worker_config_cmd(
     model: str = typer.Option(..., help="model name from the catalog (e.g. Llama-2-70B)"),
     gpu: str = typer.Option(..., help="GPU type from the catalog (e.g. A100-80GB-SXM)"),
@@ -211,9 +176,7 @@ def worker_config_cmd(
     memory_utilization: float = typer.Option(1.0, help="fraction of GPU memory usable (vLLM gpu_memory_utilization)"),
     price: float = typer.Option(None, help="GPU price per hour, for $/million tokens"),
     models_dir: Path = typer.Option(None, help="directory of cost-model files (default: ./models)"),
-    json_out: JsonOption = False,
-    output: OutOption = None,
-    force: ForceOption = False,
+    run: RunArgs = shared(RESULT),
 ) -> None:
     """Best GPUs per worker (Eq. 5–6): per-GPU decode throughput under KV and ATGT limits."""
     from planner.placement.worker_config import worker_configurations
@@ -233,7 +196,6 @@ def worker_config_cmd(
             raise PlannerError(f"no default TPOT SLO for {llm.name}; pass --tpot")
     if atgt <= 0:
         raise PlannerError(f"--tpot must be positive, got {atgt}")
-    start_run(output=output, force=force)
     dist = find_distribution(workload)
     report = worker_configurations(
         llm, gpu_spec, atgt_s=atgt, mean_input=dist.mean_input, mean_output=dist.mean_output,
@@ -259,7 +221,7 @@ def worker_config_cmd(
         out.print(t)
         out.print(f"best: {best.tensor_parallel} GPU(s) per worker" if best else "no feasible configuration")
 
-    emit(report.to_dict(), json_out=json_out, output=output, force=force, show=show)
+    run.emit(report.to_dict(), show=show)
 
 
 def make_options(mode: str, strictness: float, kv_headroom: float) -> PlacementOptions:
@@ -308,6 +270,14 @@ def check_mode(mode: str) -> None:
         raise PlannerError(f"--mode must be colocated or decode_only, got {mode!r}")
 
 
+def resolve_worker(model: str, gpu: str, tensor_parallel: int):
+    """(LLMSpec, GPUSpec) of `resolve_model_gpu`, and one line unless --tp is at least 1."""
+    llm, gpu_spec = resolve_model_gpu(model, gpu)
+    if tensor_parallel < 1:
+        raise PlannerError(f"--tp must be at least 1, got {tensor_parallel}")
+    return llm, gpu_spec
+
+
 def resolve_model_gpu(model: str, gpu: str):
     """Catalog look-ups for the CLI; unknown names are one-line errors listing the catalog."""
     from planner.catalog import find_gpu, find_model, gpu_alias_problem, gpu_names, model_names
@@ -328,9 +298,7 @@ def resolve_serving(model: str, gpu: str, tensor_parallel: int, cost_model: Path
     from planner.costmodels.files import cost_model_filename, default_models_dir, load_cost_model
     from planner.costmodels.models import AladdinCostModel
 
-    llm, gpu_spec = resolve_model_gpu(model, gpu)
-    if tensor_parallel < 1:
-        raise PlannerError(f"--tp must be at least 1, got {tensor_parallel}")
+    llm, gpu_spec = resolve_worker(model, gpu, tensor_parallel)
     if cost_model is None:
         cost_model = default_models_dir() / cost_model_filename("aladdin", llm.name, gpu_spec.name, tensor_parallel)
         if not cost_model.exists():

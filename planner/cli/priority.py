@@ -10,21 +10,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from planner.cli.common import (
-    CommandGroups,
-    ForceOption,
-    JsonOption,
-    OutOption,
-    SeedOption,
-    check_out,
-    cost_model_caveats,
-    err,
-    fmt,
-    fmt_gap,
-    out,
-    print_cost_caveats,
-)
-from planner.cli.common import TIME_LIMIT_S, SolverOption, ThreadsOption, TimeLimitOption, emit, run_progress, start_run
+from planner.cli.common import (CommandGroups, add_verdict_rows, check_out, cost_model_caveats, err, fmt, fmt_gap, out,
+                                print_cost_caveats, run_progress, summary_table)
+from planner.cli.options import RESULT, RunArgs, run_command, shared
 from planner.errors import InputError, PlannerError
 
 if TYPE_CHECKING:
@@ -68,10 +56,7 @@ def _load(instance: Path, b_max: int | None) -> PriorityProblem:
 
 
 def _summary(result: Result, problem: PriorityProblem) -> Table:
-    t = Table(title=f"Priority: {problem.name} (N = {problem.size}, b_max = {problem.b_max})", show_header=False,
-              title_justify="left")
-    t.add_column("", style="bold")
-    t.add_column("")
+    t = summary_table(f"Priority: {problem.name} (N = {problem.size}, b_max = {problem.b_max})")
     sol = result.solution
     t.add_row("method", f"{result.method} ({result.status.value})")
     t.add_row("G (req/s)", fmt(result.objective, 6))
@@ -84,69 +69,51 @@ def _summary(result: Result, problem: PriorityProblem) -> Table:
     t.add_row("upper bound", f"{fmt(result.bound, 6)}  ({result.bound_source})" if result.bound is not None else "-")
     t.add_row("gap", fmt_gap(result.gap))
     t.add_row("time", f"{result.solve_seconds:.4f} s")
-    if result.validation is not None:
-        t.add_row("validator", "valid, G recomputed = " + fmt(result.validation.objective, 6)
-                  if result.validation.feasible else result.validation.summary())
-    if result.message:
-        t.add_row("note", result.message)
+    add_verdict_rows(t, result, "G", digits=6)
     return t
 
 
+@run_command
 def solve_priority_cmd(
     instance: Path = typer.Argument(..., help="priority instance YAML"),
     method: str = typer.Option("exact", help=f"which method runs: one of {', '.join(METHODS)}"),
     b_max: int = typer.Option(None, "--b-max", help="maximum batch size (overrides the file)"),
     instances: int = typer.Option(1, "--instances", help="Alg. 2: split the jobs over this many instances (needs token_capacity)"),
-    solver: SolverOption = "highs",
-    threads: ThreadsOption = None,
-    time_limit: TimeLimitOption = TIME_LIMIT_S,
-    seed: SeedOption = 0,
+    run: RunArgs = shared("solver threads time_limit seed"),
     exact_method: FormulationOption = "auto",
-    json_out: JsonOption = False,
-    output: OutOption = None,
-    force: ForceOption = False,
+    _results: RunArgs = shared(RESULT),
 ) -> None:
     """Priority order and batch sizes maximising G = (jobs meeting their SLO) / (Σ latency).
 
     --time-limit covers the whole call (exact / exhaustive) and is spent in nominal seconds, so the same seed
     repeats; --solver and --threads solve the MILP of --formulation milp/hybrid (one thread by default)."""
     from planner.priority.pipeline import run_method, run_multi_instance
-    from planner.solver import SolveStatus
 
     if method not in METHODS:
         raise PlannerError(f"unknown --method {method!r} (use one of {', '.join(METHODS)})")
     _check_exact_method(exact_method)
-    started = start_run(solver=solver, time_limit=time_limit, threads=threads, output=output, force=force)  # --time-limit covers reading too
+    run = run.start_clock()  # --time-limit covers reading the instance, not the imports above
     problem = _load(instance, b_max)
     _check_multi_instance(instance, problem, instances)
     with run_progress(f"{method} search over {problem.size} jobs"):
         if instances != 1:
-            result = run_multi_instance(problem, instances, method, seed=seed, time_limit=time_limit,
-                                        started=started)
+            result = run_multi_instance(problem, instances, method, seed=run.seed, time_limit=run.time_limit,
+                                        started=run.started)
         else:
-            result = run_method(problem, method, time_limit=time_limit, seed=seed, exact_method=exact_method,
-                                started=started, solver=solver, threads=threads)
-    def show() -> None:
-        out.print(_summary(result, problem))
-        if result.status != SolveStatus.ERROR:
-            print_cost_caveats(problem.cost_model)
+            result = run_method(problem, method, time_limit=run.time_limit, seed=run.seed, exact_method=exact_method,
+                                started=run.started, solver=run.solver, threads=run.threads)
 
-    emit({"instance": str(instance), "name": problem.name, **result.to_dict(),
-          "cost_model_caveats": cost_model_caveats(problem.cost_model)},
-         json_out=json_out, output=output, force=force, show=show, failed=result.status == SolveStatus.ERROR)
+    run.emit_result(instance, problem.name, result, lambda: out.print(_summary(result, problem)),
+                    cost_models=[problem.cost_model], caveats=cost_model_caveats(problem.cost_model))
 
 
+@run_command
 def compare_priority_cmd(
     instance: Path = typer.Argument(..., help="priority instance YAML"),
     b_max: int = typer.Option(None, "--b-max", help="maximum batch size (overrides the file)"),
-    solver: SolverOption = "highs",
-    threads: ThreadsOption = None,
-    time_limit: TimeLimitOption = TIME_LIMIT_S,
-    seed: SeedOption = 0,
+    run: RunArgs = shared("solver threads time_limit seed"),
     exact_method: FormulationOption = "auto",
-    json_out: JsonOption = False,
-    output: OutOption = None,
-    force: ForceOption = False,
+    _results: RunArgs = shared(RESULT),
 ) -> None:
     """Every heuristic and the exact search, each with the whole --time-limit: G, SLO attainment, mean latency, gap.
 
@@ -154,17 +121,15 @@ def compare_priority_cmd(
     from dataclasses import replace
 
     from planner.cli.comparing import CompareView, run_comparison, show_comparison
-    from planner.harness import RunOptions
     from planner.priority.harness import HARNESS
     from planner.priority.pipeline import run_method
 
     _check_exact_method(exact_method)
-    start_run(solver=solver, time_limit=time_limit, threads=threads, output=output, force=force)
     problem = _load(instance, b_max)
     harness = replace(HARNESS, run=lambda p, method, options: run_method(
         p, method, time_limit=options.time_limit, seed=options.seed, exact_method=exact_method,
         solver=options.solver, threads=options.threads))
-    comparison = run_comparison(problem, harness, RunOptions(solver, time_limit, threads, seed), " req/s")
+    comparison = run_comparison(problem, harness, run.options, " req/s")
 
     def attainment(row):  # noqa: ANN001, ANN202
         sol = row.result.solution if row.result is not None else None
@@ -180,18 +145,19 @@ def compare_priority_cmd(
                  ("mean latency (s)", lambda r: fmt(mean_latency(r), 4))],
         extras=lambda r: {"slo_attainment": attainment(r), "mean_latency_s": mean_latency(r)},
         cost_models=[problem.cost_model], caveats=cost_model_caveats(problem.cost_model))
-    show_comparison(instance, problem.name, comparison, view, json_out=json_out, output=output, force=force)
+    show_comparison(instance, problem.name, comparison, view, run)
 
 
+@run_command
 def generate_priority_cmd(
     output: Path = typer.Argument(..., help="instance YAML to write"),
     jobs: int = typer.Option(10, help="number of jobs (half chat, half code)"),
     b_max: int = typer.Option(1, "--b-max", help="maximum batch size"),
-    seed: SeedOption = 0,
+    run: RunArgs = shared("seed"),
     slo_spread: float = typer.Option(0.0, help="per-job SLO factor drawn from [1-spread, 1+spread] (0: paper's constant SLOs)"),
     token_capacity: int = typer.Option(None, help="per-batch token capacity (Eq. 20)"),
     name: str = typer.Option(None, help="instance name (default: file stem)"),
-    force: ForceOption = False,
+    _force: RunArgs = shared("force"),
 ) -> None:
     """Generate a priority instance in the paper's setting (Table 2 model, chat/code mix)."""
     from planner.costmodels.files import default_models_dir
@@ -202,11 +168,11 @@ def generate_priority_cmd(
         raise PlannerError(f"--b-max must be at least 1, got {b_max}")
     if output.is_dir():
         raise PlannerError(f"{output}: is a directory, expected a file name")
-    check_out(output, force, "OUTPUT")
-    problem = generate_priority_problem(jobs, b_max, seed, name=name or output.stem, slo_spread=slo_spread,
+    check_out(output, run.force, "OUTPUT")
+    problem = generate_priority_problem(jobs, b_max, run.seed, name=name or output.stem, slo_spread=slo_spread,
                                         token_capacity=token_capacity)
     ref = os.path.relpath(default_models_dir() / TABLE2_MODEL, output.resolve().parent)
-    save_priority_instance(problem, output, ref, force=force)
+    save_priority_instance(problem, output, ref, force=run.force)
     out.print(f"wrote {output} ({jobs} jobs, b_max {b_max})")
     print_cost_caveats(problem.cost_model)
 

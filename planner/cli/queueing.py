@@ -7,25 +7,9 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from planner.cli.common import (
-    CommandGroups,
-    ForceOption,
-    JsonOption,
-    OutOption,
-    SeedOption,
-    SolverOption,
-    ThreadsOption,
-    TimeLimitOption,
-    check_out,
-    check_run_options,
-    cost_models_of,
-    fmt,
-    fmt_gap,
-    out,
-    print_cost_caveats,
-    several_cost_model_caveats,
-)
-from planner.cli.common import TIME_LIMIT_S, VerboseOption, emit, run_progress, start_run
+from planner.cli.common import (CommandGroups, add_verdict_rows, cost_models_of, fmt, fmt_gap, out, print_cost_caveats,
+                                run_progress, several_cost_model_caveats, summary_table)
+from planner.cli.options import RESULT, RUN, RunArgs, run_command, shared
 from planner.errors import PlannerError
 
 
@@ -42,16 +26,14 @@ def _load(instance: Path, objective: str | None, deadline: str | None):
     return load_queueing_instance(instance).with_objective(objective, deadline)
 
 
-def _check(time_limit: float | None, formulation: str, solver: str, threads: int | None = None) -> None:
+def _check_formulation(formulation: str) -> None:
     from planner.queueing.pipeline import FORMULATIONS
-    from planner.solver import check_solver_name
 
-    check_solver_name(solver)
-    check_run_options(time_limit, threads)
     if formulation not in FORMULATIONS:
         raise PlannerError(f"--formulation must be one of {', '.join(FORMULATIONS)}, got {formulation!r}")
 
 
+@run_command
 def solve_queueing_cmd(
     instance: Path = typer.Argument(..., help="queueing instance YAML"),
     objective: str = typer.Option(None, help="penalty (hard SLOs) | total_lateness | max_lateness | late_groups"),
@@ -59,89 +41,68 @@ def solve_queueing_cmd(
     formulation: str = typer.Option("auto", help="exact model: auto (= certified for the penalty objective: local search + "
                                                  "certified assignment bound + reduced-cost-fixed slots MILP) | "
                                                  "certified | slots (exact dense MILP) | blocks (model-block restriction)"),
-    solver: SolverOption = "highs",
-    time_limit: TimeLimitOption = TIME_LIMIT_S,
-    threads: ThreadsOption = None,
-    seed: SeedOption = 0,
-    json_out: JsonOption = False,
-    output: OutOption = None,
-    force: ForceOption = False,
-    verbose: VerboseOption = False,
+    run: RunArgs = shared(RUN, RESULT, "verbose"),
 ) -> None:
     """Order the virtual queues with the QLM MILP; soft version and scale-up when SLOs cannot be met."""
-    from planner.core.contract import RunOptions
     from planner.queueing.evaluator import EstimatorEvaluator
     from planner.queueing.pipeline import QueueingKnobs, solve_queueing
-    from planner.solver import SolveStatus
 
-    _check(time_limit, formulation, solver, threads)
-    started = start_run(output=output, force=force)  # --time-limit covers reading the instance too
+    _check_formulation(formulation)
+    run = run.start_clock()  # --time-limit covers reading the instance, not the imports above
     problem = _load(instance, objective, deadline)
-    with run_progress(f"ordering {problem.num_groups} groups on {problem.num_queues} queues", verbose=verbose):
-        result = solve_queueing(problem, RunOptions(solver=solver, time_limit=time_limit, threads=threads, seed=seed),
-                                QueueingKnobs(formulation=formulation, verbose=verbose, started=started))
-    payload = {"instance": str(instance), "name": problem.name, **result.to_dict()}
+    with run_progress(f"ordering {problem.num_groups} groups on {problem.num_queues} queues", verbose=run.verbose):
+        result = solve_queueing(problem, run.options,
+                                QueueingKnobs(formulation=formulation, verbose=run.verbose, started=run.started))
+    evaluation = {} if result.solution is None else {
+        "evaluation": EstimatorEvaluator().evaluate(problem, result.solution).to_dict()}
+    models = cost_models_of(problem)
+    run.emit_result(instance, problem.name, result, lambda: _show_solution(problem, result), cost_models=models,
+                    caveats=several_cost_model_caveats(models), **evaluation)
+
+
+def _show_solution(problem, result) -> None:  # noqa: ANN001
+    """The summary table of `solve queueing` and its virtual queues in service order."""
+    t = summary_table(f"Queueing: {problem.name} ({problem.num_groups} groups, {problem.num_queues} queues)")
+    t.add_row("status", result.status.value)
+    t.add_row(f"objective ({problem.objective})", fmt(result.objective, 6))
+    t.add_row("bound", fmt(result.bound, 6))
+    # the penalty's constant −Σ SLO is left out of the gap (Result.objective_offset): it is the gap on Σ start
+    t.add_row("gap" + (" (on Σ start)" if result.objective_offset else ""), fmt_gap(result.gap))
+    t.add_row("formulation", str(result.stats.get("formulation")))
+    if result.bound_source:
+        t.add_row("bound from", result.bound_source)
+    if result.stats.get("plan_from"):
+        t.add_row("plan from", str(result.stats["plan_from"]))
+    t.add_row("time", f"{result.solve_seconds:.2f} s (model build {result.build_seconds:.2f} s)")
+    if "swaps" in result.stats:
+        t.add_row("swaps / late groups / busy until", f"{result.stats['swaps']} / {result.stats['late_groups']} / "
+                                                      f"{result.stats['busy_s']:.1f} s")
+    if "soft" in result.stats:
+        s = result.stats["soft"]
+        t.add_row("soft version", f"{s['objective']} = {fmt(s['value'], 6)} ({s['late_groups']} late groups)")
+    if "scale_up" in result.stats:
+        rec = result.stats["scale_up"]
+        t.add_row("scale-up", ", ".join(f"+{n} {k}" for k, n in rec["extra_instances"].items()) or rec["message"])
+    add_verdict_rows(t, result, digits=6)
+    out.print(t)
     if result.solution is not None:
-        payload["evaluation"] = EstimatorEvaluator().evaluate(problem, result.solution).to_dict()
-    payload["cost_model_caveats"] = several_cost_model_caveats(cost_models_of(problem))
-
-    def show() -> None:
-        t = Table(title=f"Queueing: {problem.name} ({problem.num_groups} groups, {problem.num_queues} queues)",
-                  show_header=False, title_justify="left")
-        t.add_column("", style="bold")
-        t.add_column("")
-        t.add_row("status", result.status.value)
-        t.add_row(f"objective ({problem.objective})", fmt(result.objective, 6))
-        t.add_row("bound", fmt(result.bound, 6))
-        # the penalty's constant −Σ SLO is left out of the gap (Result.objective_offset): it is the gap on Σ start
-        t.add_row("gap" + (" (on Σ start)" if result.objective_offset else ""), fmt_gap(result.gap))
-        t.add_row("formulation", str(result.stats.get("formulation")))
-        if result.bound_source:
-            t.add_row("bound from", result.bound_source)
-        if result.stats.get("plan_from"):
-            t.add_row("plan from", str(result.stats["plan_from"]))
-        t.add_row("time", f"{result.solve_seconds:.2f} s (model build {result.build_seconds:.2f} s)")
-        if "swaps" in result.stats:
-            t.add_row("swaps / late groups / busy until", f"{result.stats['swaps']} / {result.stats['late_groups']} / "
-                                                          f"{result.stats['busy_s']:.1f} s")
-        if "soft" in result.stats:
-            s = result.stats["soft"]
-            t.add_row("soft version", f"{s['objective']} = {fmt(s['value'], 6)} ({s['late_groups']} late groups)")
-        if "scale_up" in result.stats:
-            rec = result.stats["scale_up"]
-            t.add_row("scale-up", ", ".join(f"+{n} {k}" for k, n in rec["extra_instances"].items()) or rec["message"])
-        if result.validation is not None:
-            t.add_row("validator", "valid, objective recomputed = " + fmt(result.validation.objective, 6)
-                      if result.validation.feasible else result.validation.summary())
-        if result.message:
-            t.add_row("note", result.message)
-        out.print(t)
-        if result.solution is not None:
-            q = Table(title="Virtual queues (in service order)", title_justify="left")
-            q.add_column("queue")
-            q.add_column("groups")
-            for name, groups in result.solution.to_dict()["queues"].items():
-                q.add_row(name, " → ".join(groups) or "-")
-            out.print(q)
-        if result.status != SolveStatus.ERROR:
-            print_cost_caveats(*cost_models_of(problem))
-
-    emit(payload, json_out=json_out, output=output, force=force, show=show, failed=result.status == SolveStatus.ERROR)
+        q = Table(title="Virtual queues (in service order)", title_justify="left")
+        q.add_column("queue")
+        q.add_column("groups")
+        for name, groups in result.solution.to_dict()["queues"].items():
+            q.add_row(name, " → ".join(groups) or "-")
+        out.print(q)
 
 
+@run_command
 def compare_queueing_cmd(
     instance: Path = typer.Argument(..., help="queueing instance YAML"),
     objective: str = typer.Option(None, help="objective every method is scored on"),
     deadline: str = typer.Option(None, help="start or completion"),
     formulation: str = typer.Option("auto", help="exact model: auto (certified pipeline for penalty) | certified | slots | blocks"),
-    solver: SolverOption = "highs",
-    time_limit: TimeLimitOption = TIME_LIMIT_S,
-    threads: ThreadsOption = None,
-    seed: SeedOption = 0,
+    run: RunArgs = shared(RUN),
     evaluator: str = typer.Option("estimator", help="estimator (RWT estimates) or simulator (batching family's simulator)"),
-    json_out: JsonOption = False,
-    output: OutOption = None,
-    force: ForceOption = False,
+    _results: RunArgs = shared(RESULT),
 ) -> None:
     """EDF, FCFS, greedy and the MILP, each with the whole --time-limit: objective, gap, SLO attainment, swaps.
 
@@ -150,26 +111,24 @@ def compare_queueing_cmd(
     from dataclasses import replace
 
     from planner.cli.comparing import CompareView, run_comparison, show_comparison
-    from planner.harness import RunOptions
     from planner.queueing.evaluator import EVALUATORS
     from planner.queueing.harness import HARNESS
     from planner.queueing.pipeline import QueueingKnobs, precheck, run_heuristic, solve_queueing
     from planner.queueing.validator import validate_assignment
     from planner.solver import SolveStatus
 
-    _check(time_limit, formulation, solver, threads)
-    check_out(output, force)
+    _check_formulation(formulation)
     problem = _load(instance, objective, deadline)
     if evaluator not in EVALUATORS:
         raise PlannerError(f"--evaluator must be one of {', '.join(EVALUATORS)}, got {evaluator!r}")
     precheck(problem)  # an instance no plan can serve: one line, before any method runs
 
-    def run(p, method, options):  # noqa: ANN001, ANN202
+    def run_method(p, method, options):  # noqa: ANN001, ANN202
         if method != HARNESS.exact_method:
             return run_heuristic(p, method)
         return solve_queueing(p, options, QueueingKnobs(formulation=formulation))
 
-    comparison = run_comparison(problem, replace(HARNESS, run=run), RunOptions(solver, time_limit, threads, seed))
+    comparison = run_comparison(problem, replace(HARNESS, run=run_method), run.options)
     milp = comparison.exact.result
     evaluator_impl = EVALUATORS[evaluator]()
     cost_models = cost_models_of(problem)
@@ -187,6 +146,7 @@ def compare_queueing_cmd(
         if soft is not None and sol is not None:
             entry["soft"] = {"objective": soft, "value": validate_assignment(problem, sol, soft).objective}
         extra[row.method] = entry
+
     def ev(row, key, form):  # noqa: ANN001, ANN202
         e = extra[row.method]["evaluation"]
         return "-" if e is None else form(e[key])
@@ -212,18 +172,14 @@ def compare_queueing_cmd(
         columns=columns, extras=lambda r: extra[r.method],
         fields={"objective_name": problem.objective, "soft_objective_name": soft},
         cost_models=cost_models, caveats=several_cost_model_caveats(cost_models), after=after)
-    show_comparison(instance, problem.name, comparison, view, json_out=json_out, output=output, force=force)
+    show_comparison(instance, problem.name, comparison, view, run)
 
 
+@run_command
 def simulate_queueing_cmd(
     instance: Path = typer.Argument(..., help="queueing instance YAML whose groups carry arrival times (a trace)"),
     policy: str = typer.Option("all", "--method", help="policy: qlm (MILP re-solved only on a predicted violation) | edf | fcfs | all"),
-    solver: SolverOption = "highs",
-    time_limit: TimeLimitOption = TIME_LIMIT_S,
-    threads: ThreadsOption = None,
-    json_out: JsonOption = False,
-    output: OutOption = None,
-    force: ForceOption = False,
+    run: RunArgs = shared("solver time_limit threads json out force"),
 ) -> None:
     """Replay the groups in arrival order; QLM re-solves only when the estimator predicts a violation.
 
@@ -231,20 +187,18 @@ def simulate_queueing_cmd(
     from planner.queueing.instance import load_queueing_instance
     from planner.queueing.trigger import POLICIES, replay_trace
 
-    _check(time_limit, "auto", solver, threads)
     policies = POLICIES if policy == "all" else (policy,)
     if any(p not in POLICIES for p in policies):
         raise PlannerError(f"--method must be one of {', '.join(POLICIES)} or all, got {policy!r}")
-    start_run(output=output, force=force)
     problem = load_queueing_instance(instance)
     reports = []
     with run_progress() as progress:
         for p in policies:
             progress.phase(f"replaying {problem.num_groups} groups under {p}")
-            reports.append(replay_trace(problem, p, solver=solver, time_limit=time_limit, threads=threads))
-    emit({"instance": str(instance), "name": problem.name, "replays": [r.to_dict() for r in reports],
-          "cost_model_caveats": several_cost_model_caveats(cost_models_of(problem))},
-         json_out=json_out, output=output, force=force, show=lambda: _show_replays(problem, reports))
+            reports.append(replay_trace(problem, p, solver=run.solver, time_limit=run.time_limit, threads=run.threads))
+    run.emit({"instance": str(instance), "name": problem.name, "replays": [r.to_dict() for r in reports],
+              "cost_model_caveats": several_cost_model_caveats(cost_models_of(problem))},
+             show=lambda: _show_replays(problem, reports))
 
 
 def _show_replays(problem, reports) -> None:  # noqa: ANN001

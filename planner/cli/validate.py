@@ -36,7 +36,7 @@ SHOWN_VIOLATIONS = 20
 
 HELP = """Check a plan made anywhere (a solve, another tool, your current deployment) with the family's independent validator: prints the verdict, every violated constraint and the objective recomputed from the plan alone.
 
-FAMILY is placement, batching, priority, queueing, deployment or routing.  PLAN.json is the object `planner solve FAMILY ... --json` prints, or the plan alone (its "solution" part).  Only the decisions are read; summary fields (worker counts, metrics, times) are recomputed.  Plans written by hand use the ids and names of the instance file:
+FAMILY is placement, batching, priority, queueing, deployment, deployment-tp or routing.  PLAN.json is the object `planner solve FAMILY ... --json` prints, or the plan alone (its "solution" part).  Only the decisions are read; summary fields (worker counts, metrics, times) are recomputed.  Plans written by hand use the ids and names of the instance file:
 
 placement: {"assignment": {"r1": 0, "r2": 0, "r3": 1}} - the worker label of every request; an ongoing request keeps its worker's label.
 
@@ -50,6 +50,9 @@ are named <instance type>-<k>; optional "objective" and "deadline" score the pla
 deployment (cost plan): {"instances": [{"model": "Llama-2-70B", "gpu": "H100-80GB-SXM", "tensor_parallel": 4,
 "count": 4}]} - the instances you run; (request classes): {"instances": [{"configuration": "...", "count": 2}],
 "routing_fractions": {"<class>": {"<configuration>": 1.0}}}, or "routed_rps" in req/s.
+
+deployment-tp (a cluster's TP degrees): {"kind": "tp_degrees", "degrees": {"dgx-a100": 4, "dgx-h100": 8}} - one TP
+degree per machine group.
 
 routing: {"assignment": {"r0": "v100-t4", "r1": "v100-t1#0"}} - one instance per request id (an instance with
 count > 1 is named <name>#<k>).
@@ -103,7 +106,7 @@ def plan_mapping(data: Any, family: str, path: Path) -> tuple[dict[str, Any], st
 
 
 def validate_cmd(
-    family: str = typer.Argument(..., help="placement, batching, priority, queueing, deployment or routing"),
+    family: str = typer.Argument(..., help="placement, batching, priority, queueing, deployment, deployment-tp or routing"),
     instance: Path = typer.Argument(..., help="the instance file the plan is for"),
     plan: Path = typer.Argument(..., help="the plan (JSON): a solve's --json output or the plan mapping alone"),
     json_out: JsonOption = False,

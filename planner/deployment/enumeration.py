@@ -193,7 +193,7 @@ def enumeration_result(problem: ClusterProblem, solution: EnumerationSolution | 
         messages.append(f"validator rejects the best plan: {report.summary()}")
     elif not abs(report.objective - best) <= OBJECTIVE_TOLERANCE * max(abs(best), abs(report.objective)):
         messages.append(f"enumeration tokens/s {best:.9g} differs from the validator's {report.objective:.9g}")
-    return Result(family="deployment", method="enumeration", solver="enumeration", status=status, objective=best, bound=best, solve_seconds=seconds, solution=solution,
+    return Result(family="deployment-tp", method="enumeration", solver="enumeration", status=status, objective=best, bound=best, solve_seconds=seconds, solution=solution,
                   bound_source="exhaustive enumeration", message="; ".join(messages), validation=report,
                   stats={"combinations": combinations_text(solution.combinations, EXACT_JSON_COMBINATIONS),
                          "estimator": problem.estimator})

@@ -4,10 +4,10 @@ A mixed fleet for request classes (`planner.deployment.classes`) runs under the 
 ``greedy`` (each class on its cheapest configuration), ``single-type`` (one configuration per model)
 and ``milp``.
 
-TP-enumeration instances (``family: deployment-tp``) are not part of the harness (``load`` refuses
-them): their objective is a maximum throughput found by exhaustive enumeration, with no heuristic to
-compare.  Their plans (``tp_degrees``) are still read and validated here (`plan_from_dict`, `validate`)
-for a `ClusterProblem` loaded by `planner.deployment.instance.load_deployment_instance`.
+TP-enumeration clusters (``family: deployment-tp``, maximum tokens/s) are their own family
+(`planner.deployment.tp_harness`); ``load`` here refuses them naming it.  Their plans (``tp_degrees``)
+are read and validated by `plan_from_dict` and `validate` below, which both harnesses use, so a plan of
+one problem kind given for another is one line naming both.
 
 Plans: each problem kind has its plan kind, told apart by the mapping's ``kind`` key (absent: the
 problem's): a cost plan (`CostPlanSolution`, ``cost_plan``), a mixed fleet for request classes
@@ -23,11 +23,10 @@ from planner.core import plan_fields as pf
 from planner.core.io import shown
 from planner.core.result import Result, ValidationReport
 from planner.deployment.cost_solve import HEURISTICS, run_cost_heuristic, solve_cost_plan
-from planner.deployment.instance import load_cost_plan_file
 from planner.deployment.problem import ClusterProblem, CostPlanProblem
 from planner.deployment.solution import CostPlanSolution, TPPlan
 from planner.deployment.validator import validate_cost_plan, validate_tp_plan
-from planner.errors import PlannerError
+from planner.errors import InputError, PlannerError
 from planner.core.contract import FamilyHarness, RunOptions
 
 
@@ -104,7 +103,7 @@ def _load(path: Path):
     problem = load_deployment_instance(path)
     if isinstance(problem, (ClassPlanProblem, CostPlanProblem)):
         return problem
-    return load_cost_plan_file(path)  # its one-line refusal of a cluster file
+    raise InputError(path, "machines", "a TP-enumeration cluster (machines) is family deployment-tp, not deployment")
 
 
 HARNESS = FamilyHarness(

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 import yaml
-from support import REPO, assert_one_line
+from support import REPO, assert_one_line, run_cli
 
 from planner.capacity.multi import joint_answer, model_dir_name, run_multi_capacity
 from planner.capacity.points import criterion_check, meets, point_requests, point_worker
@@ -226,3 +226,18 @@ def test_outputs_lay_out_one_directory_per_model(swept, monkeypatch):
     with pytest.raises(PlannerError, match="already holds report.html, joint.csv"):
         check_multi_report_files(multi, out, force=False)
     check_multi_report_files(multi, out, force=True)
+
+
+def test_an_existing_out_file_is_refused_before_any_model_is_swept(tmp_path, monkeypatch, capsys):
+    """`planner capacity` with ``models:`` checks --out before it sweeps (as a one-model scenario does)."""
+    import planner.capacity.multi as multi
+
+    scenario = tmp_path / "two.yaml"
+    scenario.write_text(yaml.safe_dump(TWO_MODELS))
+    existing = tmp_path / "answer.json"
+    existing.write_text("{}")
+    swept: list[object] = []
+    monkeypatch.setattr(multi, "run_multi_capacity", lambda *args, **kwargs: swept.append(args))
+    code, out, err = run_cli(monkeypatch, capsys, "capacity", str(scenario), "--out", str(existing), "--no-progress")
+    assert_one_line(code, err, str(existing), "already exists", "--force")
+    assert out == "" and swept == [] and existing.read_text() == "{}"

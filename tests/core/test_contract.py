@@ -35,6 +35,7 @@ INSTANCES = {
     "priority": "instances/priority/hetero_n10_b2.yaml",
     "queueing": "instances/queueing/two-models-one-a100.yaml",
     "deployment": "instances/deployment/cost-two-models.yaml",
+    "deployment-tp": "instances/deployment/clusters/llama3-8b-8xv100.yaml",
     "routing": "instances/routing/llama3-8b-v100-small.yaml",
 }
 #: Time limit of every run (routing's exact method stops at it; the others finish long before).
@@ -150,6 +151,15 @@ def _corrupt_deployment(problem, data: dict) -> list[dict]:
     return [empty]
 
 
+def _corrupt_deployment_tp(problem, data: dict) -> list[dict]:
+    group = _first_key(data["best"]["degrees"])
+    odd = copy.deepcopy(data)
+    odd["best"]["degrees"][group] = 3  # divides no machine's 8 GPUs
+    missing = copy.deepcopy(data)
+    del missing["best"]["degrees"][group]  # a group without a degree
+    return [odd, missing]
+
+
 def _corrupt_routing(problem, data: dict) -> list[dict]:
     dropped = copy.deepcopy(data)
     del dropped["assignment"][_first_key(dropped["assignment"])]
@@ -157,7 +167,8 @@ def _corrupt_routing(problem, data: dict) -> list[dict]:
 
 
 CORRUPT = {"placement": _corrupt_placement, "batching": _corrupt_batching, "priority": _corrupt_priority,
-           "queueing": _corrupt_queueing, "deployment": _corrupt_deployment, "routing": _corrupt_routing}
+           "queueing": _corrupt_queueing, "deployment": _corrupt_deployment,
+           "deployment-tp": _corrupt_deployment_tp, "routing": _corrupt_routing}
 
 
 @pytest.mark.parametrize("family", list(INSTANCES))

@@ -25,6 +25,7 @@ SMALL = [
     ("priority", "instances/priority/fig4_toy.yaml", True),
     ("queueing", "instances/queueing/two-models-one-a100.yaml", True),
     ("deployment", "instances/deployment/cost-two-models.yaml", True),
+    ("deployment-tp", "instances/deployment/clusters/llama2-70b-a100-h100.yaml", True),  # enumeration
     ("routing", "instances/routing/llama3-8b-v100-small.yaml", False),  # R||Cmax: stops at its time limit
 ]
 

@@ -352,9 +352,11 @@ def _planner(args: list[str], cwd: Path):
                           timeout=HANG_GUARD_S, env=env)
 
 
-@pytest.mark.parametrize(("family", "path"), [("queueing", QUEUE_TWO_MODELS), ("deployment", CLASSES)])
+@pytest.mark.parametrize(("family", "path"), [("queueing", QUEUE_TWO_MODELS), ("deployment", CLASSES),
+                                              ("deployment-tp", CLUSTER)])
 def test_cli_validates_what_solve_printed(tmp_path, family, path):
-    solved = _planner(["solve", family, str(path), "--json", "--time-limit", "10"], tmp_path)
+    solver_family = "deployment" if family == "deployment-tp" else family  # `solve deployment` takes clusters too
+    solved = _planner(["solve", solver_family, str(path), "--json", "--time-limit", "10"], tmp_path)
     assert solved.returncode == 0, solved.stderr[-500:]
     (tmp_path / "plan.json").write_text(solved.stdout)
     checked = _planner(["validate", family, str(path), "plan.json", "--json"], tmp_path)
@@ -376,3 +378,36 @@ def test_cli_names_the_shortfall_of_an_operators_fleet_and_refuses_a_bad_count(t
     assert refused.returncode == 2 and refused.stdout == ""
     lines = refused.stderr.strip().splitlines()
     assert len(lines) == 1 and "instances[1].count" in lines[0] and "fleet.json" in lines[0], refused.stderr
+
+
+def test_cli_validates_a_hand_written_tp_plan_and_names_the_family_of_a_cluster(tmp_path):
+    (tmp_path / "tp.json").write_text(json.dumps({"kind": "tp_degrees", "degrees": {"dgx-a100": 1, "dgx-h100": 8}}))
+    checked = _planner(["validate", "deployment-tp", str(CLUSTER), "tp.json", "--json"], tmp_path)
+    assert checked.returncode == 1, checked.stderr[-500:]
+    report = json.loads(checked.stdout)
+    assert report["feasible"] is False and report["sense"] == "max"
+    assert [(v["constraint"], v["where"].split()[0]) for v in report["violations"]] == [("weights_memory", "dgx-a100")]
+    assert report["cost_models"] == ["Llama-2-70B / A100-80GB-SXM / TP 1", "Llama-2-70B / H100-80GB-SXM / TP 8"]
+    wrong = _planner(["validate", "deployment", str(CLUSTER), "tp.json"], tmp_path)
+    assert wrong.returncode == 2 and wrong.stdout == ""
+    lines = wrong.stderr.strip().splitlines()
+    assert len(lines) == 1 and "deployment-tp" in lines[0] and CLUSTER.name in lines[0], wrong.stderr
+
+
+def test_uniform_baselines_are_scored_by_the_validator_and_never_beat_the_enumeration():
+    from planner.compare import compare
+    from planner.deployment.tp_harness import HARNESS as TP
+
+    problem = TP.load(CLUSTER)
+    comparison = compare(problem, TP, options=OPTIONS)
+    rows = {r.method: r for r in comparison.rows}
+    assert rows["enumeration"].status == "optimal" and comparison.reference == rows["enumeration"].objective
+    # Llama-2-70B's 137.95 GB of weights fit no single 80 GB GPU: no uniform TP 1 plan, and the reason is said
+    assert rows["uniform-t1"].status == "no_solution" and rows["uniform-t1"].objective is None
+    assert "weights" in rows["uniform-t1"].message
+    for t in (2, 4, 8):
+        row = rows[f"uniform-t{t}"]
+        assert row.valid is True and row.result.solution.degrees == (t, t)
+        assert _close(row.objective, row.result.validation.objective) and row.gap >= -1e-12
+    enumerated = dict(rows["enumeration"].result.solution.ranked)
+    assert _close(rows["uniform-t4"].objective, enumerated[(4, 4)])

@@ -120,7 +120,10 @@ def test_harness_registration_and_runs():
     assert dep.sense == "min" and dep.exact_method == "milp" and set(dep.heuristics) == {"greedy", "single-type"}
     assert routing.objective_name == "makespan (s)" and set(routing.heuristics) == {"rr", "wrr", "si", "mb", "mapper"}
     assert family_of(COST, families) == "deployment"
-    assert family_of(CLUSTER, families) is None  # deployment-tp: not a harness instance
+    assert family_of(CLUSTER, families) == "deployment-tp"
+    tp = families["deployment-tp"]
+    assert tp.sense == "max" and tp.exact_method == "enumeration"
+    assert tp.heuristics == ("uniform-t1", "uniform-t2", "uniform-t4", "uniform-t8")
     problem = dep.load(COST)
     exact = dep.run(problem, "milp", RunOptions())
     for method in dep.heuristics:
@@ -189,3 +192,20 @@ def test_many_machine_groups_print_one_configuration_column(monkeypatch, capsys,
     assert len(json.loads(stdout)["solution"]["estimates"]) == 120
     code, stdout, _ = run_cli(monkeypatch, capsys, "solve", "deployment", str(CLUSTER))
     assert "TP degrees (" not in stdout and "best: v100-box t=1 (" in stdout  # one group: a column per group
+
+
+def test_compare_deployment_of_a_cluster_sets_the_uniform_baselines_beside_the_enumeration(monkeypatch, capsys):
+    code, stdout, _ = run_cli(monkeypatch, capsys, "compare", "deployment", str(CLUSTER), "--json")
+    assert code == 0
+    data = json.loads(stdout)
+    assert data["family"] == "deployment-tp" and data["sense"] == "max" and data["exact_method"] == "enumeration"
+    rows = {r["method"]: r for r in data["methods"]}
+    assert list(rows) == ["uniform-t1", "uniform-t2", "uniform-t4", "uniform-t8", "enumeration"]
+    best = rows["enumeration"]
+    assert best["status"] == "optimal" and data["reference"] == best["objective"]
+    ranked = {tuple(r["degrees"].values()): r["tokens_per_s"] for r in best["result"]["solution"]["ranked"]}
+    for t in (1, 2, 4, 8):  # one machine group: each baseline is a row of the ranked table, scored by the validator
+        row = rows[f"uniform-t{t}"]
+        assert row["valid"] is True and row["degrees"] == f"v100-box t={t}"
+        assert row["objective"] == pytest.approx(ranked[(t,)], rel=1e-12)
+        assert row["gap"] == pytest.approx((best["objective"] - row["objective"]) / best["objective"], abs=1e-12)
