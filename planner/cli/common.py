@@ -44,6 +44,21 @@ ParallelOption = Annotated[Optional[int], typer.Option(
 TraceFormatOption = Annotated[str, typer.Option("--trace-format", help="format of --trace: azure, mooncake or sharegpt")]
 #: --tpot on every command that takes an SLO (one quantity: the Aladdin paper calls it ATGT).
 TPOT_HELP = "TPOT SLO (s): mean gap between a request's output tokens (the Aladdin paper's ATGT)"
+# The worker and SLO options of the commands that build one worker configuration and a placement from flags
+# (generate placement, simulate replay, plan scaling, simulate fleet); the defaults stay in the signatures.
+ModelOption = Annotated[str, typer.Option("--model", help="model (catalog name)")]
+GPUOption = Annotated[str, typer.Option("--gpu", help="GPU type (catalog name)")]
+WorkerTPOption = Annotated[int, typer.Option("--tp", help="GPUs per worker (tensor-parallel degree)")]
+AladdinFileOption = Annotated[Optional[Path], typer.Option(
+    "--cost-model", help="Aladdin cost-model file (default: models/aladdin/<model>__<gpu>__tp<g>.yaml)")]
+TTFTOption = Annotated[float, typer.Option("--ttft", help="TTFT SLO (s)")]
+TPOTOption = Annotated[float, typer.Option("--tpot", help=TPOT_HELP)]
+ModeOption = Annotated[str, typer.Option(
+    "--mode", help="placement mode: colocated (prefill and decode on one worker) or decode_only")]
+StrictnessOption = Annotated[float, typer.Option(
+    "--strictness", help="strictness knob λ in [0, 1] of Aladdin's decode SLO rows (0.5 meets the TPOT on average)")]
+KVHeadroomOption = Annotated[float, typer.Option(
+    "--kv-headroom", help="θ in (0, 1]: fraction of the KV cache a plan may fill")]
 
 
 def _check_seed(value: int | None) -> int | None:

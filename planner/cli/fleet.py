@@ -7,7 +7,8 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from planner.cli.common import TPOT_HELP, TraceFormatOption, fmt, out, run_progress
+from planner.cli.common import (GPUOption, ModelOption, TPOTOption, TraceFormatOption, TTFTOption, WorkerTPOption, fmt,
+                                out, run_progress)
 from planner.cli.options import RESULT, RunArgs, run_command, shared
 from planner.cli.placement import check_positive, resolve_serving
 from planner.errors import PlannerError
@@ -22,9 +23,9 @@ MAX_WORKERS = 100_000
 
 @run_command
 def simulate_fleet_cmd(
-    model: str = typer.Option("Llama-2-70B", help="model (catalog name)"),
-    gpu: str = typer.Option("H100-80GB-SXM", help="GPU type (catalog name)"),
-    tensor_parallel: int = typer.Option(2, "--tp", help="GPUs per worker (tensor-parallel degree)"),
+    model: ModelOption = "Llama-2-70B",
+    gpu: GPUOption = "H100-80GB-SXM",
+    tensor_parallel: WorkerTPOption = 2,
     cost_model: Path = typer.Option(
         None, help="Aladdin or batch-time cost-model file (default: models/aladdin/<model>__<gpu>__tp<g>.yaml; "
                    "a batch-time file, models/batchtime/*.yaml, adds its Σc², Σc·k, per-prompt, floor and "
@@ -38,8 +39,8 @@ def simulate_fleet_cmd(
     trace: Path = typer.Option(None, help="a timestamped trace (Azure 2023 CSV, Mooncake JSONL)"),
     fmt_: TraceFormatOption = "azure",
     window_s: float = typer.Option(None, "--trace-duration", help="use this many seconds of the trace's arrivals"),
-    ttft: float = typer.Option(1.0, help="TTFT SLO (s)"),
-    tpot: float = typer.Option(0.05, "--tpot", help=TPOT_HELP),
+    ttft: TTFTOption = 1.0,
+    tpot: TPOTOption = 0.05,
     percentile: float = typer.Option(
         99.0, help="the fleet meets the SLOs when this percentile of TTFT and of TPOT does"),
     warmup: float = typer.Option(0.0, help="seconds of arrivals left out of the statistics"),

@@ -8,8 +8,10 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
-from planner.cli.common import (TPOT_HELP, ReportOption, TraceFormatOption, check_out, cost_model_caveats, out,
-                                print_cost_caveats, run_progress, write_files)
+from planner.cli.common import (AladdinFileOption, GPUOption, KVHeadroomOption, ModelOption, ModeOption,
+                                ReportOption, StrictnessOption, TPOTOption, TraceFormatOption, TTFTOption,
+                                WorkerTPOption, check_out, cost_model_caveats, out, print_cost_caveats, run_progress,
+                                write_files)
 from planner.cli.options import RESULT, RunArgs, run_command, shared
 from planner.cli.placement import check_positive, make_options, make_slos, resolve_serving
 from planner.errors import PlannerError
@@ -96,10 +98,10 @@ def _trace_workload(path: Path, fmt: str, seconds: float | None, dist, max_total
 
 @run_command
 def replay_cmd(
-    model: str = typer.Option("Llama-2-70B", help="model (catalog name)"),
-    gpu: str = typer.Option("A100-80GB-SXM", help="GPU type (catalog name)"),
-    tensor_parallel: int = typer.Option(2, "--tp", help="GPUs per worker"),
-    cost_model: Path = typer.Option(None, help="Aladdin cost-model file (default: models/aladdin/…)"),
+    model: ModelOption = "Llama-2-70B",
+    gpu: GPUOption = "A100-80GB-SXM",
+    tensor_parallel: WorkerTPOption = 2,
+    cost_model: AladdinFileOption = None,
     trace: Path = typer.Option(None, help="replay a real trace with timestamps (Azure 2023 CSV, Mooncake JSONL)"),
     fmt: TraceFormatOption = "azure",
     rate: float = typer.Option(None, help="instead of a trace: Poisson arrivals at this rate (req/s)"),
@@ -108,11 +110,11 @@ def replay_cmd(
     heartbeat: float = typer.Option(1.0, help="scheduling heartbeat (s)"),
     method: str = typer.Option("best_fit", help=f"placement per heartbeat: {', '.join(METHODS)}"),
     rebalance: bool = typer.Option(True, help="Alg. 2 prediction-error rebalancing"),
-    ttft: float = typer.Option(1.6, help="TTFT SLO (s)"),
-    atgt: float = typer.Option(0.075, "--tpot", help=TPOT_HELP),
-    mode: str = typer.Option("colocated", help="colocated or decode_only"),
-    strictness: float = typer.Option(0.5, help="λ"),
-    kv_headroom: float = typer.Option(1.0, help="θ"),
+    ttft: TTFTOption = 1.6,
+    atgt: TPOTOption = 0.075,
+    mode: ModeOption = "colocated",
+    strictness: StrictnessOption = 0.5,
+    kv_headroom: KVHeadroomOption = 1.0,
     run: RunArgs = shared("seed json out"),
     report: ReportOption = None,
     _rest: RunArgs = shared("force solver time_limit threads"),
@@ -209,20 +211,20 @@ def _fleet_beside(rates, *, dist, llm, worker, cost, ttft, atgt, duration, warmu
 @run_command
 def scaling_cmd(
     rates: list[float] = typer.Option([1.0, 2.0, 4.0], "--rate", help="arrival rate (req/s); repeat for several"),
-    model: str = typer.Option("Llama-2-70B", help="model (catalog name)"),
-    gpu: str = typer.Option("A100-80GB-SXM", help="GPU type (catalog name)"),
-    tensor_parallel: int = typer.Option(2, "--tp", help="GPUs per worker"),
-    cost_model: Path = typer.Option(None, help="Aladdin cost-model file (default: models/aladdin/…)"),
+    model: ModelOption = "Llama-2-70B",
+    gpu: GPUOption = "A100-80GB-SXM",
+    tensor_parallel: WorkerTPOption = 2,
+    cost_model: AladdinFileOption = None,
     workload: str = typer.Option("sharegpt", help="length distribution of the Poisson streams"),
     duration: float = typer.Option(300.0, help="seconds of arrivals per rate"),
     warmup: float = typer.Option(60.0, help="seconds ignored before taking the peak worker count"),
     heartbeat: float = typer.Option(1.0, help="scheduling heartbeat (s)"),
     method: str = typer.Option("best_fit", help=f"placement per heartbeat: {', '.join(METHODS)}"),
-    ttft: float = typer.Option(1.6, help="TTFT SLO (s)"),
-    atgt: float = typer.Option(0.075, "--tpot", help=TPOT_HELP),
-    mode: str = typer.Option("colocated", help="colocated or decode_only"),
-    strictness: float = typer.Option(0.5, help="λ"),
-    kv_headroom: float = typer.Option(1.0, help="θ"),
+    ttft: TTFTOption = 1.6,
+    atgt: TPOTOption = 0.075,
+    mode: ModeOption = "colocated",
+    strictness: StrictnessOption = 0.5,
+    kv_headroom: KVHeadroomOption = 1.0,
     run: RunArgs = shared("seed solver time_limit threads", RESULT),
 ) -> None:
     """Workers vs arrival rate under Aladdin's online heuristic (heartbeat re-placement) with the Eq. 7 fit, and beside it

@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
-from planner.cli.common import (TPOT_HELP, add_verdict_rows, check_out, cost_model_caveats, fmt, fmt_gap, out,
-                                print_cost_caveats, run_progress, summary_table)
+from planner.cli.common import (TPOT_HELP, AladdinFileOption, GPUOption, KVHeadroomOption, ModelOption, ModeOption,
+                                StrictnessOption, TPOTOption, TTFTOption, WorkerTPOption, add_verdict_rows, check_out,
+                                cost_model_caveats, fmt, fmt_gap, out, print_cost_caveats, run_progress, summary_table)
 from planner.cli.options import RESULT, RUN, RunArgs, run_command, shared
 from planner.errors import PlannerError
 
@@ -118,17 +119,17 @@ def compare_placement_cmd(
 def generate_placement_cmd(
     output: Path = typer.Argument(..., help="scenario YAML to write (a CSV with the same stem is written beside it)"),
     workload: str = typer.Option("sharegpt", help="length distribution name (models/workloads/) or YAML path"),
-    model: str = typer.Option("Llama-2-70B", help="model name from the catalog"),
-    gpu: str = typer.Option("A100-80GB-SXM", help="GPU type from the catalog"),
-    tensor_parallel: int = typer.Option(2, "--tp", help="GPUs per worker"),
-    cost_model: Path = typer.Option(None, help="Aladdin cost-model file (default: models/aladdin/<model>__<gpu>__tp<g>.yaml)"),
+    model: ModelOption = "Llama-2-70B",
+    gpu: GPUOption = "A100-80GB-SXM",
+    tensor_parallel: WorkerTPOption = 2,
+    cost_model: AladdinFileOption = None,
     requests: int = typer.Option(40, help="new requests in the heartbeat"),
     ongoing: int = typer.Option(0, help="ongoing requests already decoding"),
-    ttft: float = typer.Option(1.6, help="TTFT SLO (s)"),
-    atgt: float = typer.Option(0.075, "--tpot", help=TPOT_HELP),
-    mode: str = typer.Option("colocated", help="colocated or decode_only"),
-    strictness: float = typer.Option(0.5, help="λ"),
-    kv_headroom: float = typer.Option(1.0, help="θ"),
+    ttft: TTFTOption = 1.6,
+    atgt: TPOTOption = 0.075,
+    mode: ModeOption = "colocated",
+    strictness: StrictnessOption = 0.5,
+    kv_headroom: KVHeadroomOption = 1.0,
     run: RunArgs = shared("seed"),
     name: str = typer.Option(None, help="instance name (default: file stem)"),
     _force: RunArgs = shared("force"),

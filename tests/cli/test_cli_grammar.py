@@ -31,6 +31,11 @@ HANG_GUARD_S = 120
 #: The options of `planner.cli.common` that must read the same wherever they appear.
 SHARED = ("--json", "--out", "--force", "--solver", "--threads", "--time-limit", "--seed", "--verbose", "--report",
           "--parallel", "--trace-format")
+#: Worker and SLO options declared once in `planner.cli.common` (`ModelOption` ...): the same help wherever a
+#: command builds a worker and SLOs from flags; defaults are each command's (`simulate fleet` runs an H100 at
+#: a 1 s TTFT).  `capacity` (query flags) and `plan worker-config` (required, several degrees) word their own.
+SAME_HELP = ("--model", "--gpu", "--tp", "--cost-model", "--ttft", "--tpot", "--mode", "--strictness", "--kv-headroom")
+OWN_WORDING = {"capacity", "plan worker-config", "fit", "cost predict", "models"}
 #: Query flags of `planner capacity`: their default is the scenario's (docs/cli.md).
 CAPACITY_QUERY = {"--time-limit", "--seed", "--solver", "--trace-format"}
 #: What every command of a verb has, before the exceptions below.
@@ -89,6 +94,19 @@ def test_a_shared_option_reads_the_same_everywhere():
             first = seen.setdefault(opt, (name, *got))
             assert got == first[1:], f"{opt} on '{name}' reads {got}, on '{first[0]}' {first[1:]}"
     assert seen["--time-limit"][2] == repr(common.TIME_LIMIT_S)
+
+
+def test_worker_and_slo_options_read_the_same_everywhere():
+    seen: dict[str, tuple[str, str]] = {}
+    for name, command in COMMANDS.items():
+        if name in OWN_WORDING:
+            continue
+        for opt, param in _options(command).items():
+            if opt not in SAME_HELP or (opt == "--cost-model" and name == "simulate fleet"):  # it also takes batch-time files
+                continue
+            first = seen.setdefault(opt, (name, param.help))
+            assert param.help == first[1], f"{opt} on '{name}' reads {param.help!r}, on '{first[0]}' {first[1]!r}"
+    assert set(seen) == set(SAME_HELP), sorted(set(SAME_HELP) - set(seen))
 
 
 def test_every_run_command_has_the_shared_options_its_verb_gives_it():
