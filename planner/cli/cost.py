@@ -1,4 +1,5 @@
-"""`planner cost predict`: a cost model's prefill and per-token decode times for rows of a CSV.
+"""`planner cost predict`: a cost model's prefill and per-token decode times for rows of a CSV; `planner cost derive`:
+an Aladdin or bilinear file derived from a batch-time model (`planner.costmodels.derived`).
 
 Reading of a row ``batch_size = b, prompt_tokens = p, output_tokens = o, context_tokens = k`` (k = 0 when
 absent): b requests, each with p new prompt tokens over k tokens already cached, then o generated tokens.
@@ -25,7 +26,8 @@ from planner.cli.common import (ForceOption, JsonOption, check_output_file, cost
                                to_json, write_output)
 from planner.errors import InputError, PlannerError
 
-app = typer.Typer(help="Cost models: predict batch times from a model file.", no_args_is_help=True)
+app = typer.Typer(help="Cost models: predict batch times from a model file; derive simpler forms from a batch-time model.",
+                  no_args_is_help=True)
 
 
 def load_any_cost_model(path: Path):
@@ -129,3 +131,36 @@ def predict_cmd(
     print_cost_caveats(model)
     if out_path is not None:
         out.print(f"wrote {out_path}")
+
+
+@app.command("derive")
+def derive_cmd(
+    batchtime_file: Path = typer.Argument(..., help="batch-time model YAML (models/batchtime/...)"),
+    out_path: Path = typer.Argument(..., help="the model file to write (YAML); never overwritten without --force"),
+    kind: str = typer.Option(..., "--kind", help="form to write: aladdin or bilinear"),
+    force: ForceOption = False,
+    json_out: JsonOption = False,
+) -> None:
+    """Write an Aladdin or bilinear model file derived from a batch-time model: its projected coefficients, the
+    projection's error against the measured rows and the batch-time file's caveats
+    (`planner.costmodels.derived`).  Placement, capacity and the other families read it like a fitted file."""
+    from planner.costmodels.derived import derived_cost_model  # noqa: PLC0415
+    from planner.costmodels.files import save_cost_model  # noqa: PLC0415
+
+    check_output_file(out_path, force, "OUT_PATH")
+    source = load_any_cost_model(batchtime_file)
+    if getattr(source, "kind", "") != "batchtime":
+        raise InputError(batchtime_file, "kind", f"is {getattr(source, 'kind', '?')!r}; derive reads a batch-time "
+                                                 "model (kind: batchtime)")
+    model = derived_cost_model(source, kind, str(batchtime_file))
+    save_cost_model(model, out_path)
+    errors = ", ".join(f"{ph} {e.mape:.1f} %" for ph, e in model.measured_rows.phases.items())
+    if json_out:
+        print(to_json({"model_file": str(out_path), "kind": kind, "source": str(batchtime_file),
+                       "provenance": model.provenance, "measured_rows": model.measured_rows.model_dump(mode="json"),
+                       "caveats": [c.code for c in model.caveats or []],
+                       "cost_model_caveats": cost_model_caveats(model)}))
+        return
+    out.print(f"wrote {out_path}: {kind} model of {model.model} / {model.gpu} / TP {model.tensor_parallel} derived "
+              f"from {batchtime_file}; error against the {model.measured_rows.basis}: {errors}")
+    print_cost_caveats(model)

@@ -92,6 +92,8 @@ CASES: dict[str, tuple[list[str], object]] = {
     "models": (["models"], None),
     "cost predict": (["cost", "predict", "models/batchtime/llama-2-70b__a100-80gb-sxm__tp2.yaml"],
                      lambda tmp: [str(_cost_rows(tmp))]),
+    "cost derive": (["cost", "derive", "models/batchtime/llama-2-70b__a100-80gb-sxm__tp2.yaml"],
+                    lambda tmp: [str(tmp / "derived.yaml"), "--kind", "aladdin"]),
 }
 #: the same commands again where a second form runs other code (a TP enumeration, one distribution)
 EXTRA_CASES: dict[str, list[str]] = {
