@@ -9,9 +9,9 @@ no slower.  The paper states it for its CSP optimum and for vLLM: evictions for 
 I ≥ 128 (its sweep is in powers of two).
 
 ``--cost-model`` picks the batch-time model: ``7b`` (the published §3.2 7B set, default), ``70b``,
-or a model file, e.g. ``models/infermax/llama-2-7b__a100-80gb-sxm__tp1.yaml`` (the project's fit
-to the Vidur profiles the paper's own coefficients come from).  ``--set COEF=VALUE`` overrides one
-coefficient, to see which one moves the crossover (e.g. the fitted set with the published b_o).
+or a model file, e.g. ``models/infermax/llama-2-7b__a100-80gb-sxm__tp1.yaml`` (the project's set, derived
+from the batch-time model of the Vidur profiles the paper's own coefficients come from).  ``--set COEF=VALUE``
+overrides one coefficient, to see which one moves the crossover (e.g. the derived set with the published b_o).
 
 Usage:  python benchmarks/papers/infermax_crossover.py [--cost-model 7b|70b|FILE] [--inputs 1,2,4,...]
         [--set COEF=VALUE ...] [--out FILE | --update-results]

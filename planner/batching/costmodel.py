@@ -153,6 +153,18 @@ class InferMaxCostModel(BaseModel):
         return np.where(has_p | has_d, ms * self.scale, 0.0)
 
 
+def infermax_from_batchtime(bt: Any, source_file: str) -> InferMaxCostModel:
+    """The InferMax model derived from the batch-time model ``bt`` (`planner.costmodels.batchtime.BatchTimeModel`,
+    read from ``source_file``): its ``derived.infermax`` coefficients (per layer, ms) with the projection's
+    error and the batch-time file's caveats (`planner.costmodels.derived.derived_annotations`)."""
+    from planner.costmodels.derived import derived_annotations, derived_coefficients  # noqa: PLC0415
+
+    c = derived_coefficients(bt, "infermax", source_file)
+    layers = c.pop("n_layers")
+    name = f"{bt.model}-{bt.gpu}-tp{bt.tensor_parallel}-derived".lower()
+    return InferMaxCostModel(name=name, n_layers=int(layers), **c, **derived_annotations(bt, "infermax", source_file))
+
+
 def load_infermax_model(path: Path | str) -> InferMaxCostModel:
     data = read_yaml_mapping(path)
     if data.get("kind", "infermax") != "infermax":

@@ -137,14 +137,14 @@ def predict_cmd(
 def derive_cmd(
     batchtime_file: Path = typer.Argument(..., help="batch-time model YAML (models/batchtime/...)"),
     out_path: Path = typer.Argument(..., help="the model file to write (YAML); never overwritten without --force"),
-    kind: str = typer.Option(..., "--kind", help="form to write: aladdin or bilinear"),
+    kind: str = typer.Option(..., "--kind", help="form to write: aladdin, bilinear or infermax"),
     force: ForceOption = False,
     json_out: JsonOption = False,
 ) -> None:
-    """Write an Aladdin or bilinear model file derived from a batch-time model: its projected coefficients, the
-    projection's error against the measured rows and the batch-time file's caveats
-    (`planner.costmodels.derived`).  Placement, capacity and the other families read it like a fitted file."""
-    from planner.costmodels.derived import derived_cost_model  # noqa: PLC0415
+    """Write an Aladdin, bilinear or InferMax model file derived from a batch-time model: its projected
+    coefficients, the projection's error against the measured rows and the batch-time file's caveats
+    (`planner.costmodels.derived`).  Every family reads it like a fitted file."""
+    from planner.costmodels.derived import DERIVABLE, derived_cost_model  # noqa: PLC0415
     from planner.costmodels.files import save_cost_model  # noqa: PLC0415
 
     check_output_file(out_path, force, "OUT_PATH")
@@ -152,8 +152,18 @@ def derive_cmd(
     if getattr(source, "kind", "") != "batchtime":
         raise InputError(batchtime_file, "kind", f"is {getattr(source, 'kind', '?')!r}; derive reads a batch-time "
                                                  "model (kind: batchtime)")
-    model = derived_cost_model(source, kind, str(batchtime_file))
-    save_cost_model(model, out_path)
+    if kind == "infermax":
+        from planner.batching.costmodel import infermax_from_batchtime, save_infermax_model  # noqa: PLC0415
+
+        model = infermax_from_batchtime(source, str(batchtime_file))
+        save_infermax_model(model, out_path)
+        what = f"{source.model} / {source.gpu} / TP {source.tensor_parallel}"
+    elif kind in DERIVABLE:
+        model = derived_cost_model(source, kind, str(batchtime_file))
+        save_cost_model(model, out_path)
+        what = f"{model.model} / {model.gpu} / TP {model.tensor_parallel}"
+    else:
+        raise PlannerError(f"--kind must be one of {', '.join((*DERIVABLE, 'infermax'))}, got {kind!r}")
     errors = ", ".join(f"{ph} {e.mape:.1f} %" for ph, e in model.measured_rows.phases.items())
     if json_out:
         print(to_json({"model_file": str(out_path), "kind": kind, "source": str(batchtime_file),
@@ -161,6 +171,6 @@ def derive_cmd(
                        "caveats": [c.code for c in model.caveats or []],
                        "cost_model_caveats": cost_model_caveats(model)}))
         return
-    out.print(f"wrote {out_path}: {kind} model of {model.model} / {model.gpu} / TP {model.tensor_parallel} derived "
-              f"from {batchtime_file}; error against the {model.measured_rows.basis}: {errors}")
+    out.print(f"wrote {out_path}: {kind} model of {what} derived from {batchtime_file}; error against the "
+              f"{model.measured_rows.basis}: {errors}")
     print_cost_caveats(model)

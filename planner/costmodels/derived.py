@@ -1,11 +1,12 @@
-"""Aladdin and bilinear cost-model files DERIVED from a batch-time model (docs/costmodels.md).
+"""Aladdin, bilinear and InferMax cost-model files DERIVED from a batch-time model (docs/costmodels.md).
 
 A batch-time file (`planner.costmodels.batchtime.BatchTimeModel`, one per (model, GPU, TP)) carries in its
 ``derived`` section the coefficients of each simpler form projected from it over its measured domain
 (`planner.costmodels.batchtime.derive_forms`: non-negative least squares on relative residuals against the
 batch-time model's times at the measured rows' inputs) and their error against the measured rows.
 `derived_cost_model` turns one of them into a model of that form that placement, capacity, queueing,
-priority and deployment read like a fitted file:
+priority and deployment read like a fitted file (InferMax, the batching family's form:
+`planner.batching.costmodel.InferMaxCostModel.from_batchtime`, with the same annotations):
 
 * coefficients: the projection, unchanged;
 * ``kv_bytes_per_token`` (Aladdin): the batch-time file's;
@@ -29,8 +30,7 @@ from planner.errors import PlannerError
 if TYPE_CHECKING:
     from planner.costmodels.batchtime import BatchTimeModel
 
-#: The forms a batch-time file can be turned into here (InferMax models are batching-family files:
-#: `planner.batching.costmodel`, written by `models/infermax/make_models.py`).
+#: The forms a batch-time file can be turned into here (InferMax: `planner.batching.costmodel`).
 DERIVABLE = ("aladdin", "bilinear")
 TARGET_PCT = 5.0
 
@@ -40,17 +40,9 @@ def derived_cost_model(bt: BatchTimeModel, kind: str, source_file: str) -> Aladd
     `PlannerError` line when ``kind`` is not derivable or ``bt`` lacks what the form needs."""
     if kind not in DERIVABLE:
         raise PlannerError(f"--kind must be one of {', '.join(DERIVABLE)}, got {kind!r}")
-    fit = bt.derived.get(kind)
-    if fit is None:
-        raise PlannerError(f"{source_file}: has no derived {kind} coefficients (refit it with "
-                           f"`planner fit --kind batchtime`)")
+    c = derived_coefficients(bt, kind, source_file)
     common = {"model": bt.model, "gpu": bt.gpu, "tensor_parallel": bt.tensor_parallel,
-              "valid_range": _valid_range(bt), "measured_rows": _measured_rows(bt, kind, source_file),
-              "caveats": _caveats(bt, kind), "provenance": (
-                  f"derived from {source_file}: the {kind} form projected from that batch-time model over its "
-                  f"measured rows (non-negative least squares on relative residuals), not fitted to the rows "
-                  f"directly")}
-    c = fit.coefficients
+              "valid_range": _valid_range(bt), **derived_annotations(bt, kind, source_file)}
     if kind == "aladdin":
         if bt.kv_bytes_per_token is None:
             raise PlannerError(f"{source_file}: has no kv_bytes_per_token, which an Aladdin model needs (Eq. 1)")
@@ -60,6 +52,24 @@ def derived_cost_model(bt: BatchTimeModel, kind: str, source_file: str) -> Aladd
     phase = {p: BilinearCoefficients(**{n: c[f"{p}_{n}"] for n in ("alpha", "beta", "gamma", "delta")})
              for p in ("prefill", "decode")}
     return BilinearCostModel(**common, time_unit="ms", prefill=phase["prefill"], decode=phase["decode"])
+
+
+def derived_coefficients(bt: BatchTimeModel, kind: str, source_file: str) -> dict[str, float]:
+    """The ``kind`` coefficients of ``bt``'s ``derived`` section; one line when it has none."""
+    fit = bt.derived.get(kind)
+    if fit is None:
+        raise PlannerError(f"{source_file}: has no derived {kind} coefficients (refit it with "
+                           f"`planner fit --kind batchtime`)")
+    return dict(fit.coefficients)
+
+
+def derived_annotations(bt: BatchTimeModel, kind: str, source_file: str) -> dict:
+    """``measured_rows``, ``caveats`` and ``provenance`` of the ``kind`` file derived from ``bt`` (module
+    docstring), as keyword arguments of the model class."""
+    return {"measured_rows": _measured_rows(bt, kind, source_file), "caveats": _caveats(bt, kind),
+            "provenance": (f"derived from {source_file}: the {kind} form projected from that batch-time model over "
+                           f"its measured rows (non-negative least squares on relative residuals), not fitted to "
+                           f"the rows directly")}
 
 
 def _valid_range(bt: BatchTimeModel) -> ValidRange | None:

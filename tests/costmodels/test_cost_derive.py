@@ -53,7 +53,7 @@ def test_the_derived_aladdin_decode_is_the_batch_time_decode():
 
 def test_a_form_that_cannot_be_derived_is_one_line():
     with pytest.raises(PlannerError, match="--kind must be one of aladdin, bilinear"):
-        derived_cost_model(BT, "infermax", "bt.yaml")
+        derived_cost_model(BT, "hetero", "bt.yaml")
     with pytest.raises(PlannerError, match="has no derived aladdin coefficients"):
         derived_cost_model(BT.model_copy(update={"derived": {}}), "aladdin", "bt.yaml")
     with pytest.raises(PlannerError, match="kv_bytes_per_token"):
@@ -95,6 +95,39 @@ def test_cli_bad_input_is_one_line(tmp_path, monkeypatch, capsys):
                            "--kind", "aladdin")
     assert_one_line(code, err, aladdin.name, "kind", "batch-time")
     code, _, err = run_cli(monkeypatch, capsys, "cost", "derive", str(SOURCE), str(tmp_path / "x.yaml"),
-                           "--kind", "infermax")
-    assert_one_line(code, err, "--kind", "aladdin, bilinear")
+                           "--kind", "hetero")
+    assert_one_line(code, err, "--kind", "aladdin, bilinear, infermax")
     assert not (tmp_path / "x.yaml").exists()
+
+
+def test_the_derived_infermax_file_runs_a_batching_instance(tmp_path, monkeypatch, capsys):
+    """InferMax (the batching family's form, per layer in ms) from a Vidur batch-time file; a batching instance
+    that names the file simulates and solves under it, and its caveats travel with the numbers."""
+    from planner.batching.costmodel import infermax_from_batchtime, load_infermax_model
+
+    source = REPO / "models/batchtime/llama-2-7b__a100-80gb-sxm__tp1.yaml"
+    bt = load_cost_model(source)
+    target = tmp_path / "im.yaml"
+    code, _, err = run_cli(monkeypatch, capsys, "cost", "derive", str(source), str(target), "--kind", "infermax")
+    assert code == 0, err
+    model = load_infermax_model(target)
+    assert model == infermax_from_batchtime(bt, str(source))
+    coefs = dict(bt.derived["infermax"].coefficients)
+    assert model.n_layers == coefs.pop("n_layers") == bt_layers(bt)
+    assert {k: getattr(model, k) for k in coefs} == coefs
+    assert model.measured_rows.basis == bt.derived["infermax"].error_basis
+    instance = tmp_path / "b.yaml"
+    instance.write_text(f"family: batching\ncost_model: {target}\nlimits: {{C: 64, M: 400}}\n"
+                        "requests:\n  - {request_id: a, input_tokens: 20, output_tokens: 4}\n"
+                        "  - {request_id: b, input_tokens: 30, output_tokens: 3}\n")
+    code, out, err = run_cli(monkeypatch, capsys, "solve", "batching", str(instance), "--json", "--time-limit", "20")
+    assert code == 0, err
+    solved = json.loads(out)
+    assert solved["status"] == "optimal" and solved["validation"]["feasible"]
+    assert any("attention_extrapolated" in c for c in solved["cost_model_caveats"])
+
+
+def bt_layers(bt) -> int:
+    from planner.catalog import find_model
+
+    return find_model(bt.model).num_layers

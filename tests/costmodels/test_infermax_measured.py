@@ -34,7 +34,7 @@ def test_every_infermax_file_states_its_measured_rows_error_and_caveats(path):
     section = m.measured_rows
     assert set(section.phases) == {"prefill", "decode"}
     for e in section.phases.values():
-        assert e.rows > 0 and e.max_ape >= e.mape > 0
+        assert e.rows > 0 and e.max_ape >= e.mape >= 0  # 0 where the form holds the batch-time model exactly
     if section.basis == "batch-time model":  # the Vidur rows of these shapes hold no attention
         assert {"attention_extrapolated", "attention_not_scored"} <= codes
     worst = max(max(e.mape, e.cv_mape or 0.0) for e in section.phases.values())
