@@ -199,50 +199,60 @@ def cost_models_of(problem: Any, result: Any = None) -> list[Any]:
       when every job gives its own latencies);
     * a deployment cluster: the p1..p8 model (static estimate) or Aladdin model (continuous estimate) of
       every (GPU, TP) it enumerates (with its ``result``: of the (GPU, TP) with a throughput estimate, i.e.
-      not refused by the memory check or the SLOs; with a TP plan: of the degrees it chose); a cost plan: the Aladdin models behind its estimated capacities (none
-      for capacities the file gives); request classes: none (the file gives every capacity);
+      not refused by the memory check or the SLOs; with a TP plan: of the degrees it chose); a cost plan: the
+      Aladdin models behind its estimated capacities (none for capacities the file gives); request classes:
+      none (the file gives every capacity);
     * routing: every instance's p1..p8 model;
     * queueing: the Aladdin model of every (group model, instance GPU, TP) whose work the estimator
       estimated, read through the estimator's own cached look-up (the very file its numbers came from).
     """
-    kind = type(problem).__name__
-    if kind == "BatchingProblem":
-        return [_published_file(problem.cost) or problem.cost]
-    if kind == "PlacementProblem":
-        return [problem.cost]
-    if kind == "PriorityProblem":
-        return [] if problem.cost_model is None else [problem.cost_model]
-    if kind == "ClusterProblem":
-        models = problem.hetero_models if problem.estimator == "static" else problem.aladdin_models
-        solution = getattr(result, "solution", None)
-        from planner.deployment.problem import model_key  # noqa: PLC0415
+    of_kind = _COST_MODELS_OF.get(type(problem).__name__)
+    return [] if of_kind is None else of_kind(problem, result)  # request classes: the file gives every capacity
 
-        if getattr(solution, "estimates", None) is not None:
-            used = {model_key(e.gpu, e.tensor_parallel) for e in solution.estimates if e.feasible}
-            return [cost for key, cost in models.items() if key in used]
-        if getattr(solution, "degrees", None) is not None:  # a TP plan: the (GPU, TP) of each group's degree
-            used = {model_key(g.gpu.name, t) for g, t in zip(problem.machines, solution.degrees)}
-            return [cost for key, cost in models.items() if key in used]
+
+def _cluster_cost_models(problem: Any, result: Any) -> list[Any]:
+    """A cluster's p1..p8 (static) or Aladdin (continuous) models: of the (GPU, TP) with an estimate in an
+    enumeration ``result``, of the chosen degrees in a TP plan, else all."""
+    from planner.deployment.problem import model_key  # noqa: PLC0415
+
+    models = problem.hetero_models if problem.estimator == "static" else problem.aladdin_models
+    solution = getattr(result, "solution", None)
+    if getattr(solution, "estimates", None) is not None:
+        used = {model_key(e.gpu, e.tensor_parallel) for e in solution.estimates if e.feasible}
+    elif getattr(solution, "degrees", None) is not None:  # a TP plan: the (GPU, TP) of each group's degree
+        used = {model_key(g.gpu.name, t) for g, t in zip(problem.machines, solution.degrees)}
+    else:
         return list(models.values())
-    if kind == "CostPlanProblem":
-        return [o.cost_model for o in problem.options if o.cost_model is not None]
-    if kind == "RoutingProblem":
-        return [inst.cost for inst in problem.instances]
-    if kind == "QueueingProblem":
-        from planner.queueing.estimator import _cost_model  # noqa: PLC0415
+    return [cost for key, cost in models.items() if key in used]
 
-        models, seen = [], set()
-        for t, typ in enumerate(problem.types):
-            for i, group in enumerate(problem.groups):
-                key = (group.model, typ.gpu, typ.tensor_parallel)
-                if key in seen or not math.isfinite(float(problem.work_s[t, i])):
-                    continue
-                seen.add(key)
-                cost = _cost_model(*key, None)
-                if cost is not None:
-                    models.append(cost)
-        return models
-    return []  # request classes (ClassPlanProblem) and anything without a cost model
+
+def _queueing_cost_models(problem: Any, result: Any) -> list[Any]:
+    """The Aladdin model of every (group model, GPU, TP) the estimator estimated, by its own cached look-up."""
+    from planner.queueing.estimator import _cost_model  # noqa: PLC0415
+
+    models, seen = [], set()
+    for t, typ in enumerate(problem.types):
+        for i, group in enumerate(problem.groups):
+            key = (group.model, typ.gpu, typ.tensor_parallel)
+            if key in seen or not math.isfinite(float(problem.work_s[t, i])):
+                continue
+            seen.add(key)
+            cost = _cost_model(*key, None)
+            if cost is not None:
+                models.append(cost)
+    return models
+
+
+#: `cost_models_of` by problem type name.
+_COST_MODELS_OF = {
+    "BatchingProblem": lambda problem, result: [_published_file(problem.cost) or problem.cost],
+    "PlacementProblem": lambda problem, result: [problem.cost],
+    "PriorityProblem": lambda problem, result: [] if problem.cost_model is None else [problem.cost_model],
+    "ClusterProblem": _cluster_cost_models,
+    "CostPlanProblem": lambda problem, result: [o.cost_model for o in problem.options if o.cost_model is not None],
+    "RoutingProblem": lambda problem, result: [inst.cost for inst in problem.instances],
+    "QueueingProblem": _queueing_cost_models,
+}
 
 
 def _published_file(cost: Any) -> Any:

@@ -92,3 +92,33 @@ def test_lazy_search_respects_the_batch_cap():
     capped = best_staggered(problem, threads=1, max_batches=4)
     assert capped is not None and capped[0].num_batches <= 4
     assert validate_schedule(problem, capped[0]).objective == pytest.approx(capped[1], rel=1e-12)
+
+
+def test_a_passed_deadline_keeps_the_best_start_order_and_simulates_no_swap():
+    """``deadline`` in the past: every preset still simulates its distinct start orders (index, by input and by
+    output length, each way), no swap; the result is the cheapest of those, validated, and ``wall_cut`` says
+    the search was cut."""
+    import time
+
+    problem = _contended()
+    I, O = np.array(CONTENDED["inputs"]), np.array(CONTENDED["outputs"])
+    starts = {tuple(int(i) for i in order) for order in (
+        np.arange(4), np.argsort(I, kind="stable"), np.argsort(-I, kind="stable"),
+        np.argsort(O, kind="stable"), np.argsort(-O, kind="stable"))}
+    ids = tuple(r.request_id for r in problem.requests)
+    cheapest = np.inf
+    for preset in SEARCH_PRESETS:
+        for order in starts:
+            sim = simulate(permuted(problem, np.array(order)), preset)
+            report = validate_schedule(problem, map_back(sim.schedule, np.array(order), ids))
+            if report.feasible:
+                cheapest = min(cheapest, report.objective)
+    info: dict = {}
+    name, schedule, value = best_ordered_schedule(problem, info=info, deadline=time.perf_counter() - 1.0)
+    assert info["wall_cut"] is True
+    assert info["evaluations"] == len(starts) * len(SEARCH_PRESETS)
+    assert value == pytest.approx(cheapest, rel=1e-12)
+    assert validate_schedule(problem, schedule).objective == pytest.approx(value, rel=1e-12)
+    uncut: dict = {}
+    assert best_ordered_schedule(problem, info=uncut)[2] <= value * (1 + 1e-12)
+    assert not uncut.get("wall_cut") and uncut["evaluations"] > info["evaluations"]
