@@ -411,3 +411,5 @@ def test_uniform_baselines_are_scored_by_the_validator_and_never_beat_the_enumer
         assert _close(row.objective, row.result.validation.objective) and row.gap >= -1e-12
     enumerated = dict(rows["enumeration"].result.solution.ranked)
     assert _close(rows["uniform-t4"].objective, enumerated[(4, 4)])
+    assert rows["enumeration"].result.solution.best[0] == (4, 4)
+    assert rows["uniform-t4"].gap == 0.0  # the same plan scores the same: both objectives are the validator's
