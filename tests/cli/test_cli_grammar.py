@@ -17,9 +17,10 @@ import sys
 from pathlib import Path
 
 import pytest
-import typer.main
-from typer.core import TyperGroup, TyperOption
+from typer.core import TyperOption
 from typer.testing import CliRunner
+
+from support import cli_commands
 
 from planner.cli import common
 from planner.cli.main import MOVED, app
@@ -54,22 +55,7 @@ OLD_OPTIONS = {"--degrees", "--scheduler", "--policy", "--exact-method", "--atgt
                "--cost-models", "--format", "--C", "--P", "--M", "--R-max", "--goal-scheduler"}
 
 
-def _commands() -> dict[str, object]:
-    """Every leaf command of the tree by its full name ("solve placement", "capacity")."""
-    found: dict[str, object] = {}
-
-    def walk(command, path: list[str]) -> None:
-        if isinstance(command, TyperGroup):
-            for name, sub in command.commands.items():
-                walk(sub, [*path, name])
-        else:
-            found[" ".join(path)] = command
-
-    walk(typer.main.get_command(app), [])
-    return found
-
-
-COMMANDS = _commands()
+COMMANDS = cli_commands()
 
 
 def _options(command) -> dict[str, TyperOption]:

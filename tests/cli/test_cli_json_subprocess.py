@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from support import cli_commands
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared" / "data"
@@ -107,22 +108,8 @@ NEEDS_SHARED = {"fit", "simulate replay"}
 
 def _json_commands() -> set[str]:
     """Every command of the CLI tree whose options include ``--json``."""
-    import typer.main
-
-    from planner.cli.main import app
-
-    found: set[str] = set()
-
-    def walk(command, path: list[str]) -> None:
-        subs = getattr(command, "commands", None)
-        if subs:
-            for name, sub in subs.items():
-                walk(sub, [*path, name])
-        elif any("--json" in getattr(p, "opts", ()) for p in command.params):
-            found.add(" ".join(path))
-
-    walk(typer.main.get_command(app), [])
-    return found
+    return {name for name, command in cli_commands().items()
+            if any("--json" in getattr(p, "opts", ()) for p in command.params)}
 
 
 def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import typer
 import typer.main
-from typer.core import TyperGroup, TyperOption
+from typer.core import TyperOption
+from support import cli_commands
 from typer.testing import CliRunner
 
 from planner.cli import common
@@ -207,27 +208,11 @@ def test_a_wrong_declaration_is_refused_when_the_module_is_imported():
         def clash(seed: int = typer.Option(0), run: RunArgs = shared("seed")) -> None: ...
 
 
-def _commands() -> dict[str, object]:
-    from planner.cli.main import app
-
-    found: dict[str, object] = {}
-
-    def walk(command, path: list[str]) -> None:  # noqa: ANN001
-        if isinstance(command, TyperGroup):
-            for name, sub in command.commands.items():
-                walk(sub, [*path, name])
-        else:
-            found[" ".join(path)] = command
-
-    walk(typer.main.get_command(app), [])
-    return found
-
-
 def test_every_command_with_a_run_option_takes_the_shared_options_through_run_command():
     """No command declares --out, --threads or --verbose itself (the lines `run_command` makes unnecessary)."""
     run_only = {"--out", "--threads", "--verbose"}
     problems = []
-    for name, command in _commands().items():
+    for name, command in cli_commands().items():
         opts = {o for p in command.params for o in getattr(p, "opts", ())}
         if opts & run_only and getattr(command.callback, "__wrapped__", None) is None:
             problems.append(name)

@@ -96,3 +96,23 @@ def assert_one_line(code: int, err: str, *needles: str) -> str:
     for needle in needles:
         assert needle in lines[0], (needle, lines[0])
     return lines[0]
+
+
+def cli_commands() -> dict[str, object]:
+    """Every leaf command of the planner CLI tree (click objects) by its full name ("solve placement")."""
+    import typer.main
+    from typer.core import TyperGroup
+
+    from planner.cli.main import app
+
+    found: dict[str, object] = {}
+
+    def walk(command: object, path: list[str]) -> None:
+        if isinstance(command, TyperGroup):
+            for name, sub in command.commands.items():
+                walk(sub, [*path, name])
+        else:
+            found[" ".join(path)] = command
+
+    walk(typer.main.get_command(app), [])
+    return found
