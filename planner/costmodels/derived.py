@@ -92,8 +92,9 @@ def _measured_rows(bt: BatchTimeModel, kind: str, source_file: str) -> MeasuredR
                                         cv_mape=forms.derived if forms is not None else None)
     note = (f"error of the projection against the measured rows of {source_file}"
             if fit.error_basis == "measured rows" else
-            f"error of the projection against the batch-time model of {source_file} on its measured inputs "
-            f"× decode contexts 128..4096 (those rows hold no attention)")
+            f"error of the projection against the batch-time model of {source_file} on a grid of its measured "
+            f"inputs × decode contexts 128..4096 (those rows hold no attention); rows: the measured rows the "
+            f"grid is built from")
     return MeasuredRowsError(basis=fit.error_basis, rows_source=summary.source if summary is not None else None,
                              scored_terms=summary.scored_terms if summary is not None else None,
                              seed=summary.seed if summary is not None else None, phases=phases, note=note)

@@ -20,6 +20,7 @@ Methods:
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from planner.core.contract import FamilyHarness, RunOptions
@@ -52,20 +53,17 @@ def uniform_degrees(problem: ClusterProblem, degree: int) -> tuple[int, ...]:
 
 def run_uniform(problem: ClusterProblem, degree: int) -> Result:
     """The ``uniform-t<degree>`` baseline, scored by the independent validator."""
-    import time
-
     from planner.deployment.solution import TPPlan
 
     start = time.perf_counter()
-    degrees = uniform_degrees(problem, degree)
-    report = validate(problem, TPPlan(tuple(g.name for g in problem.machines), degrees, f"uniform-t{degree}"))
-    seconds = time.perf_counter() - start
     method = f"uniform-t{degree}"
+    plan = TPPlan(tuple(g.name for g in problem.machines), uniform_degrees(problem, degree), method)
+    report = validate(problem, plan)
+    seconds = time.perf_counter() - start
     if not report.feasible:
         return Result(family="deployment-tp", method=method, solver="heuristic", status=SolveStatus.NO_SOLUTION,
                       objective=None, bound=None, solution=None, solve_seconds=seconds,
-                      message=f"no plan: every group at TP {degree} breaks {report.summary()}")
-    plan = TPPlan(tuple(g.name for g in problem.machines), degrees, method)
+                      message=f"no plan at TP {degree} on every group without a fixed degree: {report.summary()}")
     return Result(family="deployment-tp", method=method, solver="heuristic", status=SolveStatus.FEASIBLE,
                   objective=report.objective, bound=None, solve_seconds=seconds, solution=plan, validation=report)
 
